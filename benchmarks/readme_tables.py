@@ -1,0 +1,50 @@
+"""Regenerates the README's result tables from the results files, between marker comments.
+
+A table in the README sits between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``;
+``python -m benchmarks.readme_tables`` rewrites each from ``benchmarks/results/NAME.json``
+with the renderer registered below, so no figure in the README is typed by hand.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable
+
+from benchmarks import results_io, throughput
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+RENDERERS: dict[str, Callable[[dict], str]] = {
+    "throughput": throughput.table,
+}
+
+
+def render(name: str, document: dict) -> str:
+    """The table for one results document, with the command and machine it came from."""
+    machine = document["machine"]
+    source = (
+        f"_From `benchmarks/results/{name}.json`: `{document['command']}` on {machine['cores']} cores "
+        f"({machine['cpu']}), TensorFlow {document['versions']['tensorflow']}, {document['created']}._"
+    )
+    return RENDERERS[name](document) + "\n\n" + source
+
+
+def update_readme(readme: Path = README, results_dir: Path = results_io.RESULTS_DIR) -> list[str]:
+    """Rewrites every marked table whose results file exists; returns the names rewritten."""
+    text = readme.read_text()
+    done = []
+    for name in RENDERERS:
+        path = results_dir / f"{name}.json"
+        pattern = re.compile(rf"(<!-- table:{name} -->\n)(?:.*?\n)?(<!-- /table:{name} -->)", re.DOTALL)
+        if not path.exists() or not pattern.search(text):
+            continue
+        table = render(name, results_io.read_results(path))
+        text = pattern.sub(lambda m: m.group(1) + table + "\n" + m.group(2), text)
+        done.append(name)
+    readme.write_text(text)
+    return done
+
+
+if __name__ == "__main__":
+    print("updated:", ", ".join(update_readme()) or "nothing")

@@ -1,0 +1,80 @@
+"""Writing benchmark results as JSON with the machine, versions and settings they came from."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def machine() -> dict[str, Any]:
+    """What ran the benchmark: CPU, cores, memory, OS, Python."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    memory_gib = None
+    if hasattr(os, "sysconf") and "SC_PHYS_PAGES" in os.sysconf_names:
+        memory_gib = round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, 1)
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": memory_gib,
+        "os": platform.platform(),
+        "python": sys.version.split()[0],
+    }
+
+
+def versions() -> dict[str, str]:
+    """Versions of the libraries the figures depend on."""
+    import numpy
+    import tensorflow as tf
+
+    import echoing
+
+    found = {"echoing": echoing.__version__, "tensorflow": tf.__version__, "numpy": numpy.__version__}
+    try:
+        import keras
+
+        found["keras"] = keras.__version__
+    except ImportError:
+        pass
+    return found
+
+
+def command_line() -> str:
+    """The command that is running, as a person would type it (``python -m module args``)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    program = f"python -m {spec.name}" if spec is not None else f"python {Path(sys.argv[0]).name}"
+    return " ".join([program] + sys.argv[1:])
+
+
+def write_results(name: str, settings: dict[str, Any], results: dict[str, Any], directory: Path = RESULTS_DIR) -> Path:
+    """Writes ``directory/name.json`` with machine, versions, settings and results; returns its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
+    document = {
+        "benchmark": name,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": command_line(),
+        "machine": machine(),
+        "versions": versions(),
+        "settings": settings,
+        "results": results,
+    }
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(document, indent=2) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text())

@@ -1,0 +1,12 @@
+"""Data echoing for tf.data: repeat the output of a slow input-pipeline stage.
+
+>>> import tensorflow as tf, echoing
+>>> [int(x) for x in tf.data.Dataset.range(2).apply(echoing.echo(2))]
+[0, 0, 1, 1]
+"""
+
+from echoing.echo import echo
+from echoing.stats import EchoStats
+
+__all__ = ["echo", "EchoStats"]
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Standard input pipelines with named echo points, and simulated slow storage."""

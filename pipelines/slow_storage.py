@@ -1,0 +1,115 @@
+"""Simulated slow storage: a stage that limits a dataset to a given rate, sleeping."""
+
+from __future__ import annotations
+
+import numbers
+import threading
+import time
+from typing import Callable, Optional
+
+import numpy as np
+import tensorflow as tf
+
+# After the consumer has left the link idle for this long, the schedule restarts from
+# "now" instead of letting elements through in a burst to catch up: a network link does
+# not bank unused bandwidth. Shorter gaps are caught up on, which is what keeps the long-run
+# rate exact despite sleep overshoot (time.sleep wakes ~0.1 ms late on this machine).
+_MAX_CATCH_UP_SECONDS = 0.05
+
+
+class _RateLimiter:
+    """A pacing clock: each admission books ``amount / rate`` seconds of the link."""
+
+    def __init__(self, rate: float) -> None:
+        self._rate = rate
+        self._next = None
+        self._lock = threading.Lock()
+
+    def admit(self, amount) -> np.int64:
+        with self._lock:
+            now = time.monotonic()
+            if self._next is None or self._next < now - _MAX_CATCH_UP_SECONDS:
+                self._next = now
+            start = self._next
+            self._next += float(amount) / self._rate
+        delay = start - now
+        if delay > 0:
+            time.sleep(delay)  # Sleeps, so the CPU stays free for the training step.
+        return np.int64(0)
+
+
+def throttle(
+    elements_per_second: Optional[float] = None,
+    *,
+    bytes_per_second: Optional[float] = None,
+) -> Callable[[tf.data.Dataset], tf.data.Dataset]:
+    """Limits a dataset to a rate of elements or bytes per second, like slow storage.
+
+    Place it at the read step (right after the source, before decoding) to model a disk or
+    network link that upstream work waits on. It paces elements through one clock: each
+    element books ``1 / elements_per_second`` (or ``its bytes / bytes_per_second``) seconds
+    and waits with ``time.sleep`` until its slot, so it uses no CPU while waiting and does not
+    steal cores from the training step. It runs single-threaded, like one link: one element
+    is admitted at a time, whatever parallelism follows it. Sleep overshoot is caught up on
+    later, so the long-run rate is exact; a consumer that leaves the link idle for more than
+    50 ms does not get a burst afterwards. Bytes are the element's tensor bytes
+    (string lengths for strings).
+
+    Example:
+
+    >>> import time, tensorflow as tf
+    >>> from pipelines.slow_storage import throttle
+    >>> ds = tf.data.Dataset.range(21).apply(throttle(200))
+    >>> start = time.monotonic(); n = sum(1 for _ in ds); elapsed = time.monotonic() - start
+    >>> n, 0.09 < elapsed < 0.5
+    (21, True)
+
+    Args:
+      elements_per_second: the link's rate in elements per second.
+      bytes_per_second: the link's rate in bytes per second (exactly one of the two).
+
+    Returns:
+      A function for ``Dataset.apply``.
+    """
+    if (elements_per_second is None) == (bytes_per_second is None):
+        raise ValueError(
+            "throttle: give exactly one of elements_per_second and bytes_per_second, got "
+            f"elements_per_second={elements_per_second!r}, bytes_per_second={bytes_per_second!r}"
+        )
+    name, rate = (
+        ("elements_per_second", elements_per_second)
+        if elements_per_second is not None
+        else ("bytes_per_second", bytes_per_second)
+    )
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Real):
+        raise TypeError(f"{name}: expected a positive number, got {type(rate).__name__}: {rate!r}")
+    if not np.isfinite(rate) or rate <= 0:
+        raise ValueError(f"{name}: expected a positive finite number, got {rate!r}")
+    limiter = _RateLimiter(float(rate))
+    by_bytes = bytes_per_second is not None
+
+    def admit(element):
+        amount = _element_bytes(element) if by_bytes else tf.constant(1, tf.int64)
+        token = tf.numpy_function(limiter.admit, [amount], tf.int64, stateful=True)
+        with tf.control_dependencies([token]):
+            return tf.nest.map_structure(tf.identity, element)
+
+    def _apply_fn(dataset: tf.data.Dataset) -> tf.data.Dataset:
+        if not isinstance(dataset, tf.data.Dataset):
+            raise TypeError(f"throttle(...) must be applied to a tf.data.Dataset, got {type(dataset).__name__}")
+        # The 1-tuple zip hands `admit` the element with its structure intact; no
+        # num_parallel_calls, so one element waits on the link at a time.
+        return tf.data.Dataset.zip((dataset,)).map(admit)
+
+    return _apply_fn
+
+
+def _element_bytes(element) -> tf.Tensor:
+    """Bytes of an element's tensors: dtype size times elements, string lengths for strings."""
+    total = tf.constant(0, tf.int64)
+    for t in tf.nest.flatten(element, expand_composites=True):
+        if t.dtype == tf.string:
+            total += tf.reduce_sum(tf.cast(tf.strings.length(t), tf.int64))
+        else:
+            total += tf.size(t, out_type=tf.int64) * t.dtype.size
+    return total

@@ -1,0 +1,111 @@
+"""Where echoing goes in a staged input pipeline: the echo points and their configuration.
+
+Every training pipeline in this package (and a user's own) is the same straight list of
+steps, with echo points in between::
+
+    read -> decode/parse -> [before_augment] -> augment -> [after_augment]
+         -> (echo shuffle) -> batch -> [after_batch] -> prefetch
+
+:class:`EchoConfig` names one echo point and the echo settings; :func:`echo_point` is
+called at each point and echoes only where the config says. A pipeline declares which
+points it has (text has no augmentation, so no ``after_augment``), and a config naming a
+point the pipeline lacks is an error at construction, before any data is read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence
+
+import tensorflow as tf
+
+import echoing
+
+NONE = "none"
+BEFORE_AUGMENT = "before_augment"
+AFTER_AUGMENT = "after_augment"
+AFTER_BATCH = "after_batch"
+PLACEMENTS = (NONE, BEFORE_AUGMENT, AFTER_AUGMENT, AFTER_BATCH)
+
+
+@dataclasses.dataclass(frozen=True)
+class EchoConfig:
+    """Where and how much a training pipeline echoes; no echo by default.
+
+    Example:
+
+    >>> EchoConfig(placement="after_batch", factor=2).echoes
+    True
+    >>> EchoConfig().echoes
+    False
+
+    Attributes:
+      placement: the echo point: ``"none"``, ``"before_augment"`` (example echoing, each
+        copy augmented independently), ``"after_augment"`` (example echoing of identical
+        copies) or ``"after_batch"`` (batch echoing).
+      factor: the echo factor ``e`` (>= 1; fractional allowed), see :func:`echoing.echo`.
+      shuffle_buffer_size: the echo shuffle buffer after the echo stage, in elements of
+        that stage (examples, or batches for ``after_batch``); 0 for none.
+      seed: seed of the fractional draws and the echo shuffle buffer; ``None`` for the
+        pipeline's own seed.
+    """
+
+    placement: str = NONE
+    factor: float = 1.0
+    shuffle_buffer_size: int = 0
+    seed: Optional[int] = None
+
+    def __post_init__(self):
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement: expected one of {PLACEMENTS}, got {self.placement!r}")
+        # echoing.echo validates factor, buffer size and seed with the argument names.
+        echoing.echo(self.factor, shuffle_buffer_size=self.shuffle_buffer_size, seed=self.seed)
+
+    @property
+    def echoes(self) -> bool:
+        """Whether this config inserts an echo stage at all."""
+        return self.placement != NONE
+
+    def check_placement(self, available: Sequence[str], pipeline: str) -> None:
+        """Raises ``ValueError`` unless the placement is one the named pipeline has."""
+        if self.placement != NONE and self.placement not in available:
+            raise ValueError(
+                f"placement: the {pipeline} pipeline has no echo point {self.placement!r}; "
+                f"its echo points are {tuple(available)}"
+            )
+
+
+def echo_point(
+    dataset: tf.data.Dataset,
+    point: str,
+    config: EchoConfig,
+    *,
+    seed: Optional[int] = None,
+    stats: Optional[echoing.EchoStats] = None,
+) -> tf.data.Dataset:
+    """Echoes ``dataset`` if ``config`` places echoing at ``point``; else returns it as is.
+
+    Example:
+
+    >>> ds = tf.data.Dataset.range(3)
+    >>> config = EchoConfig(placement="after_batch", factor=2)
+    >>> echo_point(ds, "before_augment", config) is ds
+    True
+    >>> [int(x) for x in echo_point(ds, "after_batch", config)]
+    [0, 0, 1, 1, 2, 2]
+
+    Args:
+      dataset: the stream at this point of the pipeline.
+      point: this point's name (one of :data:`PLACEMENTS` other than ``"none"``).
+      config: the pipeline's echo configuration.
+      seed: the pipeline's seed, used when ``config.seed`` is ``None``.
+      stats: counts fresh and emitted elements of the echo stage, if it is here.
+    """
+    if point not in PLACEMENTS or point == NONE:
+        raise ValueError(f"point: expected one of {PLACEMENTS[1:]}, got {point!r}")
+    if config.placement != point:
+        return dataset
+    echo_seed = config.seed if config.seed is not None else seed
+    return dataset.apply(
+        echoing.echo(config.factor, shuffle_buffer_size=config.shuffle_buffer_size, seed=echo_seed, stats=stats)
+    )

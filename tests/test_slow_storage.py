@@ -1,0 +1,61 @@
+"""The simulated slow storage admits elements at the requested rate, sleeping."""
+
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from pipelines.slow_storage import throttle
+
+
+def measured_rate(dataset, warmup=5):
+    iterator = iter(dataset)
+    for _ in range(warmup):
+        next(iterator)
+    count, start = 0, time.perf_counter()
+    for _ in iterator:
+        count += 1
+    return count / (time.perf_counter() - start)
+
+
+@pytest.mark.parametrize("rate", [200, 1000])
+def test_element_rate_is_within_five_percent(rate):
+    ds = tf.data.Dataset.range(rate // 2 + 5).apply(throttle(rate))
+    assert measured_rate(ds) == pytest.approx(rate, rel=0.05)
+
+
+def test_byte_rate_is_within_five_percent():
+    # 1000-byte elements at 200 kB/s: 200 elements per second.
+    ds = tf.data.Dataset.from_tensors(np.zeros(250, np.float32)).repeat(105).apply(throttle(bytes_per_second=200_000))
+    assert measured_rate(ds) == pytest.approx(200, rel=0.05)
+
+
+def test_throttle_waits_without_using_cpu():
+    ds = tf.data.Dataset.range(31).apply(throttle(100))
+    cpu_start, wall_start = time.process_time(), time.perf_counter()
+    assert sum(1 for _ in ds) == 31
+    cpu, wall = time.process_time() - cpu_start, time.perf_counter() - wall_start
+    assert wall > 0.25
+    assert cpu < 0.5 * wall
+
+
+def test_throttle_keeps_structure_and_values():
+    ds = tf.data.Dataset.range(3).map(lambda i: {"a": i, "b": (tf.strings.as_string(i),)})
+    assert list(ds.apply(throttle(1000)).as_numpy_iterator()) == list(ds.as_numpy_iterator())
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({}, ValueError, "exactly one of"),
+        ({"elements_per_second": 1, "bytes_per_second": 1}, ValueError, "exactly one of"),
+        ({"elements_per_second": 0}, ValueError, "elements_per_second: .*got 0"),
+        ({"elements_per_second": float("inf")}, ValueError, "elements_per_second: .*got inf"),
+        ({"bytes_per_second": -5}, ValueError, "bytes_per_second: .*got -5"),
+        ({"elements_per_second": "fast"}, TypeError, "elements_per_second: .*got str"),
+    ],
+)
+def test_bad_rate_is_rejected(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        throttle(**kwargs)
