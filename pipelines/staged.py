@@ -6,6 +6,9 @@ steps, with echo points in between::
     read -> decode/parse -> [before_augment] -> augment -> [after_augment]
          -> (echo shuffle) -> batch -> [after_batch] -> prefetch
 
+A pipeline without augmentation (text: read -> tokenize -> pack) has a single example
+echo point, named ``example``.
+
 :class:`EchoConfig` names one echo point and the echo settings; :func:`echo_point` is
 called at each point and echoes only where the config says. A pipeline declares which
 points it has (text has no augmentation, so no ``after_augment``), and a config naming a
@@ -22,10 +25,11 @@ import tensorflow as tf
 import echoing
 
 NONE = "none"
+EXAMPLE = "example"
 BEFORE_AUGMENT = "before_augment"
 AFTER_AUGMENT = "after_augment"
 AFTER_BATCH = "after_batch"
-PLACEMENTS = (NONE, BEFORE_AUGMENT, AFTER_AUGMENT, AFTER_BATCH)
+PLACEMENTS = (NONE, EXAMPLE, BEFORE_AUGMENT, AFTER_AUGMENT, AFTER_BATCH)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +46,8 @@ class EchoConfig:
     Attributes:
       placement: the echo point: ``"none"``, ``"before_augment"`` (example echoing, each
         copy augmented independently), ``"after_augment"`` (example echoing of identical
-        copies) or ``"after_batch"`` (batch echoing).
+        copies), ``"example"`` (example echoing in a pipeline without augmentation) or
+        ``"after_batch"`` (batch echoing).
       factor: the echo factor ``e`` (>= 1; fractional allowed), see :func:`echoing.echo`.
       shuffle_buffer_size: the echo shuffle buffer after the echo stage, in elements of
         that stage (examples, or batches for ``after_batch``); 0 for none.

@@ -5,7 +5,11 @@ import importlib
 
 import pytest
 
-MODULES = ["echoing", "echoing.echo", "echoing.stats", "pipelines.slow_storage"]
+MODULES = [
+    "echoing", "echoing.echo", "echoing.stats",
+    "pipelines.slow_storage", "pipelines.staged", "pipelines.cache", "pipelines.shapes_data",
+    "pipelines.stdlib_text", "pipelines.image", "pipelines.text",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,0 +1,198 @@
+"""The ResNet image input pipeline, with echo points before and after augmentation and after batching.
+
+Sources: ``"shapes"`` (embedded, generated on first use, no download; see
+:mod:`pipelines.shapes_data`), and the ``tensorflow-datasets`` sets ``"cifar10"``,
+``"imagenet2012"`` and ``"imagenette"`` when they are prepared in ``data_dir``. All are read
+as encoded images (tfds with ``SkipDecoding``) so that decoding is a real pipeline step.
+
+Example (embedded data, a small split):
+
+>>> import tempfile
+>>> config = ImagePipelineConfig(source="shapes", num_train_examples=300, batch_size=8,
+...                              cache_dir=tempfile.mkdtemp(), seed=0,
+...                              echo=EchoConfig("before_augment", factor=2))
+>>> images, labels = next(iter(train_dataset(config)))
+>>> images.shape, images.dtype.name, labels.shape
+(TensorShape([8, 32, 32, 3]), 'float32', TensorShape([8]))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import tensorflow as tf
+
+import echoing
+from pipelines import shapes_data
+from pipelines.slow_storage import throttle
+from pipelines.staged import AFTER_AUGMENT, AFTER_BATCH, BEFORE_AUGMENT, EchoConfig, echo_point
+
+ECHO_POINTS = (BEFORE_AUGMENT, AFTER_AUGMENT, AFTER_BATCH)
+TFDS_SOURCES = {"cifar10": 32, "imagenet2012": 224, "imagenette": 224}  # name -> training image size
+SOURCES = ("shapes",) + tuple(TFDS_SOURCES)
+# Per-channel mean and standard deviation of ImageNet in [0, 1] pixels; the usual
+# normalisation for ResNets, applied to every source so that models see one scale.
+_MEAN = (0.485, 0.456, 0.406)
+_STD = (0.229, 0.224, 0.225)
+_AUTOTUNE = tf.data.AUTOTUNE
+
+
+@dataclasses.dataclass(frozen=True)
+class ImagePipelineConfig:
+    """Settings of the image pipelines.
+
+    Attributes:
+      source: ``"shapes"`` (embedded), ``"cifar10"``, ``"imagenet2012"`` or ``"imagenette"``.
+      batch_size: examples per batch.
+      echo: where and how much to echo (no echo by default).
+      seed: seeds file order, example shuffle, augmentation and echo; ``None`` for random.
+      shuffle_buffer_size: the input shuffle buffer, in examples. 10,000 holds two shards
+        of the embedded data, enough to mix them (and as in common CIFAR pipelines).
+      num_train_examples: size of the embedded training split (at least 100k is the
+        large-data regime of the paper; smaller for tests).
+      num_eval_examples: size of the embedded evaluation split.
+      cache_dir: cache of the embedded data; default ``$ECHOING_CACHE_DIR`` or ``~/.cache/echoing``.
+      data_dir: tensorflow-datasets data directory for the tfds sources.
+      read_rate: if set, the read step is throttled to this many records per second
+        (:func:`pipelines.slow_storage.throttle`), modelling slow storage.
+      repeat: whether the training pipeline repeats forever (for step-budgeted training).
+    """
+
+    source: str = "shapes"
+    batch_size: int = 128
+    echo: EchoConfig = EchoConfig()
+    seed: Optional[int] = None
+    shuffle_buffer_size: int = 10_000
+    num_train_examples: int = shapes_data.DEFAULT_TRAIN_EXAMPLES
+    num_eval_examples: int = shapes_data.DEFAULT_EVAL_EXAMPLES
+    cache_dir: Optional[str] = None
+    data_dir: Optional[str] = None
+    read_rate: Optional[float] = None
+    repeat: bool = False
+
+    def __post_init__(self):
+        if self.source not in SOURCES:
+            raise ValueError(f"source: expected one of {SOURCES}, got {self.source!r}")
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise ValueError(f"batch_size: expected a positive int, got {self.batch_size!r}")
+        if not isinstance(self.echo, EchoConfig):
+            raise TypeError(f"echo: expected a pipelines.staged.EchoConfig, got {self.echo!r}")
+        self.echo.check_placement(ECHO_POINTS, "image")
+
+    @property
+    def image_size(self) -> int:
+        return 32 if self.source == "shapes" else TFDS_SOURCES[self.source]
+
+
+def read(config: ImagePipelineConfig, split: str, shuffle_files: bool) -> tf.data.Dataset:
+    """Records of ``{"image": encoded bytes, "label": int64}`` from the configured source."""
+    if config.source == "shapes":
+        count = config.num_train_examples if split == "train" else config.num_eval_examples
+        files = shapes_data.tfrecord_files(split, count, cache_dir=config.cache_dir)
+        ds = tf.data.Dataset.from_tensor_slices(files)
+        if shuffle_files:
+            ds = ds.shuffle(len(files), seed=config.seed, reshuffle_each_iteration=True)
+        # Sequential over shards: one reader, like one storage link (the throttle models its rate).
+        ds = ds.flat_map(tf.data.TFRecordDataset)
+        if config.read_rate is not None:
+            ds = ds.apply(throttle(config.read_rate))
+        return ds.map(shapes_data.parse, num_parallel_calls=_AUTOTUNE)
+
+    import tensorflow_datasets as tfds
+
+    tfds_split = {"train": "train", "eval": "test" if config.source == "cifar10" else "validation"}[split]
+    ds = tfds.load(
+        config.source,
+        split=tfds_split,
+        data_dir=config.data_dir,
+        shuffle_files=shuffle_files,
+        decoders={"image": tfds.decode.SkipDecoding()},
+        read_config=tfds.ReadConfig(shuffle_seed=config.seed),
+        download=False,
+    )
+    if config.read_rate is not None:
+        ds = ds.apply(throttle(config.read_rate))
+    return ds.map(lambda record: {"image": record["image"], "label": record["label"]})
+
+
+def decode(record: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
+    """Encoded image to float32 ``[h, w, 3]`` in [0, 1]; label to int64."""
+    image = tf.io.decode_image(record["image"], channels=3, expand_animations=False)
+    image.set_shape([None, None, 3])
+    return tf.image.convert_image_dtype(image, tf.float32), record["label"]
+
+
+def augment(image: tf.Tensor, label: tf.Tensor, seed: tf.Tensor, size: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """Standard ResNet augmentation, stateless from a per-element ``seed`` of shape [2].
+
+    32x32 data: pad by 4 and crop 32x32 at random, flip left-right. Larger data:
+    random-resized crop (8%-100% of the area, aspect 3/4-4/3) to ``size``, flip.
+    """
+    crop_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    if size <= 32:
+        image = tf.image.resize_with_crop_or_pad(image, size + 8, size + 8)
+        image = tf.image.stateless_random_crop(image, [size, size, 3], seed=crop_seed)
+    else:
+        begin, crop_size, _ = tf.image.stateless_sample_distorted_bounding_box(
+            tf.shape(image), tf.zeros([0, 0, 4]), seed=crop_seed, min_object_covered=0.0,
+            aspect_ratio_range=(3 / 4, 4 / 3), area_range=(0.08, 1.0), max_attempts=10,
+            use_image_if_no_bounding_boxes=True,
+        )
+        image = tf.image.resize(tf.slice(image, begin, crop_size), [size, size])
+    image = tf.image.stateless_random_flip_left_right(image, seed=flip_seed)
+    return image, label
+
+
+def normalize(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    return (image - _MEAN) / _STD, label
+
+
+def _center(image: tf.Tensor, label: tf.Tensor, size: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """Evaluation view: the image as is at 32x32, else resize to 1.14x and centre-crop."""
+    if size > 32:
+        image = tf.image.resize(image, [int(size * 1.14), int(size * 1.14)])
+        image = tf.image.resize_with_crop_or_pad(image, size, size)
+    return tf.ensure_shape(image, [size, size, 3]), label
+
+
+def train_dataset(config: ImagePipelineConfig, stats: Optional[echoing.EchoStats] = None) -> tf.data.Dataset:
+    """The training pipeline: batches of (normalised float32 images, int64 labels).
+
+    ``stats`` counts the echo stage's fresh and emitted elements (examples, or batches for
+    ``after_batch``).
+    """
+    size = config.image_size
+    echo = config.echo
+    ds = read(config, "train", shuffle_files=True)
+    if config.repeat:
+        ds = ds.repeat()
+    # Shuffle records before decoding: cheap (encoded bytes are small), and it mixes the
+    # shards before anything else happens.
+    ds = ds.shuffle(config.shuffle_buffer_size, seed=config.seed, reshuffle_each_iteration=True)
+    ds = ds.map(decode, num_parallel_calls=_AUTOTUNE)
+    ds = echo_point(ds, BEFORE_AUGMENT, echo, seed=config.seed, stats=stats)
+    # Augmentation seeds are drawn after the echo stage, so that echoed copies are
+    # augmented independently; a seeded random stream keeps the pipeline reproducible and
+    # gives fresh draws every epoch.
+    seeds = tf.data.Dataset.random(seed=config.seed, rerandomize_each_iteration=True).batch(2)
+    ds = tf.data.Dataset.zip((ds, seeds))
+    ds = ds.map(lambda example, seed: augment(*example, seed, size), num_parallel_calls=_AUTOTUNE)
+    ds = ds.map(normalize, num_parallel_calls=_AUTOTUNE)
+    # Identical copies: echo after augmentation; its echo shuffle (if any) follows it.
+    ds = echo_point(ds, AFTER_AUGMENT, echo, seed=config.seed, stats=stats)
+    # Batch after example echoing so batches mix copies of different examples.
+    ds = ds.batch(config.batch_size, drop_remainder=True)
+    # Batch echoing repeats whole batches; its shuffle buffer then counts batches.
+    ds = echo_point(ds, AFTER_BATCH, echo, seed=config.seed, stats=stats)
+    return ds.prefetch(_AUTOTUNE)
+
+
+def eval_dataset(config: ImagePipelineConfig) -> tf.data.Dataset:
+    """The evaluation pipeline: every example once, no augmentation or echo, in order."""
+    size = config.image_size
+    ds = read(config, "eval", shuffle_files=False)
+    ds = ds.map(decode, num_parallel_calls=_AUTOTUNE)
+    ds = ds.map(lambda image, label: _center(image, label, size), num_parallel_calls=_AUTOTUNE)
+    ds = ds.map(normalize, num_parallel_calls=_AUTOTUNE)
+    return ds.batch(config.batch_size).prefetch(_AUTOTUNE)
