@@ -13,10 +13,20 @@ from typing import Callable
 
 from benchmarks import results_io, throughput
 
+
+def shapes_baselines_table(document: dict) -> str:
+    results = document["results"]
+    lines = ["| model (same pipeline and steps) | steps | eval accuracy | train seconds |", "|---|---:|---:|---:|"]
+    for key in ("linear", "resnet"):
+        row = results[key]
+        lines.append(f"| {row['model']} | {row['steps']} | {row['eval_accuracy']:.3f} | {row['train_seconds']:.0f} |")
+    return "\n".join(lines)
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 RENDERERS: dict[str, Callable[[dict], str]] = {
     "throughput": throughput.table,
+    "shapes_baselines": shapes_baselines_table,
 }
 
 

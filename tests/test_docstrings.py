@@ -8,7 +8,7 @@ import pytest
 MODULES = [
     "echoing", "echoing.echo", "echoing.stats",
     "pipelines.slow_storage", "pipelines.staged", "pipelines.cache", "pipelines.shapes_data",
-    "pipelines.stdlib_text", "pipelines.image", "pipelines.text",
+    "pipelines.stdlib_text", "pipelines.image", "pipelines.text", "benchmarks.models",
 ]
 
 

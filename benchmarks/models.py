@@ -1,0 +1,58 @@
+"""Keras 3 models of the benchmarks."""
+
+from __future__ import annotations
+
+import keras
+from keras import layers
+
+
+def resnet_cifar(depth: int = 20, width: int = 16, num_classes: int = 10, input_shape=(32, 32, 3)) -> keras.Model:
+    """The CIFAR-style ResNet of He et al. (2016, §4.2): ``depth = 6n + 2``, widths w, 2w, 4w.
+
+    ResNet-20 and ResNet-32 are ``depth=20`` and ``depth=32`` at ``width=16``; ``depth=8``
+    (one block per stage) is the quick model. Outputs logits.
+
+    Example:
+
+    >>> model = resnet_cifar(depth=8, width=8)
+    >>> model.output_shape, model.count_params() < 30_000
+    ((None, 10), True)
+    """
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 8 or (depth - 2) % 6:
+        raise ValueError(f"depth: expected 6n + 2 with n >= 1 (8, 14, 20, 32, ...), got {depth!r}")
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise ValueError(f"width: expected a positive int, got {width!r}")
+    blocks_per_stage = (depth - 2) // 6
+    inputs = keras.Input(input_shape)
+    x = _conv_bn(inputs, width, 3, 1)
+    x = layers.ReLU()(x)
+    for stage, filters in enumerate([width, 2 * width, 4 * width]):
+        for block in range(blocks_per_stage):
+            x = _residual_block(x, filters, 2 if stage > 0 and block == 0 else 1)
+    x = layers.GlobalAveragePooling2D()(x)
+    outputs = layers.Dense(num_classes)(x)
+    return keras.Model(inputs, outputs, name=f"resnet{depth}_w{width}")
+
+
+def _conv_bn(x, filters, kernel, strides):
+    x = layers.Conv2D(filters, kernel, strides, padding="same", use_bias=False)(x)
+    return layers.BatchNormalization()(x)
+
+
+def _residual_block(x, filters, strides):
+    y = layers.ReLU()(_conv_bn(x, filters, 3, strides))
+    y = _conv_bn(y, filters, 3, 1)
+    if strides != 1 or x.shape[-1] != filters:
+        x = _conv_bn(x, filters, 1, strides)  # Projection shortcut where the shape changes.
+    return layers.ReLU()(layers.Add()([x, y]))
+
+
+def linear_classifier(num_classes: int = 10, input_shape=(32, 32, 3)) -> keras.Model:
+    """Softmax regression on raw pixels: the baseline the embedded images must defeat.
+
+    >>> linear_classifier().count_params()
+    30730
+    """
+    inputs = keras.Input(input_shape)
+    outputs = layers.Dense(num_classes)(layers.Flatten()(inputs))
+    return keras.Model(inputs, outputs, name="linear")
