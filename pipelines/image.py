@@ -26,7 +26,7 @@ import tensorflow as tf
 import echoing
 from pipelines import shapes_data
 from pipelines.slow_storage import throttle
-from pipelines.staged import AFTER_AUGMENT, AFTER_BATCH, BEFORE_AUGMENT, EchoConfig, echo_point
+from pipelines.staged import AFTER_AUGMENT, AFTER_BATCH, BEFORE_AUGMENT, EchoConfig, check_pipeline_config, echo_point
 
 ECHO_POINTS = (BEFORE_AUGMENT, AFTER_AUGMENT, AFTER_BATCH)
 TFDS_SOURCES = {"cifar10": 32, "imagenet2012": 224, "imagenette": 224}  # name -> training image size
@@ -72,13 +72,7 @@ class ImagePipelineConfig:
     repeat: bool = False
 
     def __post_init__(self):
-        if self.source not in SOURCES:
-            raise ValueError(f"source: expected one of {SOURCES}, got {self.source!r}")
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise ValueError(f"batch_size: expected a positive int, got {self.batch_size!r}")
-        if not isinstance(self.echo, EchoConfig):
-            raise TypeError(f"echo: expected a pipelines.staged.EchoConfig, got {self.echo!r}")
-        self.echo.check_placement(ECHO_POINTS, "image")
+        check_pipeline_config(self, SOURCES, ECHO_POINTS, "image")
 
     @property
     def image_size(self) -> int:

@@ -18,6 +18,8 @@ point the pipeline lacks is an error at construction, before any data is read.
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from typing import Optional, Sequence
 
 import tensorflow as tf
@@ -114,3 +116,24 @@ def echo_point(
     return dataset.apply(
         echoing.echo(config.factor, shuffle_buffer_size=config.shuffle_buffer_size, seed=echo_seed, stats=stats)
     )
+
+
+def check_pipeline_config(config, sources: Sequence[str], echo_points: Sequence[str], pipeline: str) -> None:
+    """Validation shared by the pipelines' config dataclasses; errors name the field.
+
+    Checks ``source``, the positive-int fields ``batch_size`` (and ``sequence_length``,
+    ``num_train_examples``, ``num_eval_examples`` where present), ``read_rate``, ``echo``
+    and that the echo placement is one of ``echo_points``.
+    """
+    if config.source not in sources:
+        raise ValueError(f"source: expected one of {tuple(sources)}, got {config.source!r}")
+    for name in ("batch_size", "sequence_length", "num_train_examples", "num_eval_examples", "shuffle_buffer_size"):
+        value = getattr(config, name, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: expected a positive int, got {value!r}")
+    rate = config.read_rate
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not math.isfinite(rate) or rate <= 0):
+        raise ValueError(f"read_rate: expected a positive finite number or None, got {rate!r}")
+    if not isinstance(config.echo, EchoConfig):
+        raise TypeError(f"echo: expected a pipelines.staged.EchoConfig, got {config.echo!r}")
+    config.echo.check_placement(echo_points, pipeline)

@@ -27,7 +27,7 @@ import tensorflow as tf
 import echoing
 from pipelines import stdlib_text
 from pipelines.slow_storage import throttle
-from pipelines.staged import AFTER_BATCH, EXAMPLE, EchoConfig, echo_point
+from pipelines.staged import AFTER_BATCH, EXAMPLE, EchoConfig, check_pipeline_config, echo_point
 
 ECHO_POINTS = (EXAMPLE, AFTER_BATCH)
 SOURCES = ("stdlib", "lm1b")
@@ -71,16 +71,7 @@ class TextPipelineConfig:
     repeat: bool = False
 
     def __post_init__(self):
-        if self.source not in SOURCES:
-            raise ValueError(f"source: expected one of {SOURCES}, got {self.source!r}")
-        for name in ("sequence_length", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected a positive int, got {value!r}")
-        if not isinstance(self.echo, EchoConfig):
-            raise TypeError(f"echo: expected a pipelines.staged.EchoConfig, got {self.echo!r}")
-        self.echo.check_placement(ECHO_POINTS, "text")
-
+        check_pipeline_config(self, SOURCES, ECHO_POINTS, "text")
 
 def read(config: TextPipelineConfig, split: str) -> tf.data.Dataset:
     """Documents as scalar strings."""

@@ -83,7 +83,13 @@ def test_echo_point_echoes_only_where_placed():
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"source": "mnist"}, "source: expected one of .*got 'mnist'"), ({"batch_size": 0}, "batch_size: .*got 0")],
+    [
+        ({"source": "mnist"}, "source: expected one of .*got 'mnist'"),
+        ({"batch_size": 0}, "batch_size: .*got 0"),
+        ({"num_train_examples": -5}, "num_train_examples: .*got -5"),
+        ({"read_rate": 0.0}, "read_rate: .*got 0.0"),
+        ({"shuffle_buffer_size": 2.5}, "shuffle_buffer_size: .*got 2.5"),
+    ],
 )
 def test_bad_image_config_is_rejected(cache_dir, kwargs, message):
     with pytest.raises(ValueError, match=message):
