@@ -6,7 +6,8 @@
 """
 
 from echoing.echo import echo
+from echoing.measure import RatioMeasurement, measure_ratio
 from echoing.stats import EchoStats
 
-__all__ = ["echo", "EchoStats"]
+__all__ = ["echo", "EchoStats", "measure_ratio", "RatioMeasurement"]
 __version__ = "0.1.0"

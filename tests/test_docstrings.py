@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = [
-    "echoing", "echoing.echo", "echoing.stats",
+    "echoing", "echoing.echo", "echoing.stats", "echoing.measure",
     "pipelines.slow_storage", "pipelines.staged", "pipelines.cache", "pipelines.shapes_data",
     "pipelines.stdlib_text", "pipelines.image", "pipelines.text", "benchmarks.models",
 ]
