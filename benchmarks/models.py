@@ -56,3 +56,40 @@ def linear_classifier(num_classes: int = 10, input_shape=(32, 32, 3)) -> keras.M
     inputs = keras.Input(input_shape)
     outputs = layers.Dense(num_classes)(layers.Flatten()(inputs))
     return keras.Model(inputs, outputs, name="linear")
+
+
+def transformer_lm(
+    vocab_size: int,
+    sequence_length: int = 128,
+    layers_count: int = 2,
+    width: int = 128,
+    heads: int = 4,
+    mlp_ratio: int = 4,
+    dropout: float = 0.0,
+) -> keras.Model:
+    """A decoder-only Transformer language model (pre-norm, learned positions); outputs logits.
+
+    Example:
+
+    >>> model = transformer_lm(vocab_size=258, sequence_length=16, layers_count=1, width=32, heads=2)
+    >>> model.output_shape
+    (None, 16, 258)
+    """
+    for name, value in (("vocab_size", vocab_size), ("sequence_length", sequence_length),
+                        ("layers_count", layers_count), ("width", width), ("heads", heads)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: expected a positive int, got {value!r}")
+    if width % heads:
+        raise ValueError(f"heads: must divide width={width}, got {heads!r}")
+    tokens = keras.Input((sequence_length,), dtype="int32")
+    x = layers.Embedding(vocab_size, width)(tokens)
+    x = x + layers.Embedding(sequence_length, width)(keras.ops.arange(sequence_length))
+    for _ in range(layers_count):
+        y = layers.LayerNormalization()(x)
+        y = layers.MultiHeadAttention(heads, width // heads, dropout=dropout)(y, y, use_causal_mask=True)
+        x = x + y
+        y = layers.LayerNormalization()(x)
+        y = layers.Dense(mlp_ratio * width, activation="gelu")(y)
+        x = x + layers.Dense(width)(layers.Dropout(dropout)(y))
+    x = layers.LayerNormalization()(x)
+    return keras.Model(tokens, layers.Dense(vocab_size)(x), name=f"transformer_l{layers_count}_w{width}")
