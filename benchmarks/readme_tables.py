@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from benchmarks import results_io, throughput
+from benchmarks import results_io, throughput, time_to_target
 
 
 def shapes_baselines_table(document: dict) -> str:
@@ -27,6 +27,8 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 RENDERERS: dict[str, Callable[[dict], str]] = {
     "throughput": throughput.table,
     "shapes_baselines": shapes_baselines_table,
+    "time_to_target_quick": time_to_target.table,
+    "time_to_target": time_to_target.table,
 }
 
 

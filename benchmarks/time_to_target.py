@@ -12,8 +12,9 @@ Two modes, on the embedded data by default (``--source`` for tfds data where pre
   count and the measured rates, ``fresh batches * max(t_upstream, e * t_downstream)``.
 
 Every finished configuration is appended to the results file at once, and a rerun skips
-the configurations already there, so a long run can be stopped and resumed. ``--quick``
-runs a few ResNet configurations in under 10 minutes and prints a table;
+the configurations already there, so a long run can be stopped and resumed (``--fresh``
+starts over). ``--quick`` runs a few ResNet configurations in under 10 minutes, always
+from scratch, and prints a table;
 ``python -m benchmarks.plots`` draws the figures from the results file.
 
 Hyperparameters are fixed per task (:data:`TASKS`), not tuned per configuration: a
@@ -419,11 +420,14 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int)
     parser.add_argument("--source", default=None, help="tfds source instead of the embedded data (cifar10, imagenet2012, imagenette, lm1b)")
     parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument("--fresh", action="store_true", help="discard the results file instead of resuming it (always so with --quick)")
     args = parser.parse_args(argv)
     plan = QUICK_PLAN if args.quick else BenchmarkPlan()
     plan = dataclasses.replace(plan, **{k: v for k, v in (("tasks", args.tasks), ("modes", args.modes), ("seeds", args.seeds)) if v})
     tasks = {"resnet": QUICK_TASK} if args.quick else TASKS
     output = args.output or results_io.RESULTS_DIR / ("time_to_target_quick.json" if args.quick else "time_to_target.json")
+    if (args.fresh or args.quick) and output.exists():
+        output.unlink()  # --quick is a demonstration: it always trains, never resumes.
     run_plan(plan, output, tasks, source=args.source)
     document = results_io.read_results(output)
     print(table(document))

@@ -20,7 +20,7 @@ def test_readme_python_examples_run(capsys):
 
 def test_readme_gives_the_two_setup_commands():
     text = (ROOT / "README.md").read_text()
-    assert 'pip install -e ".[test,bench]" && python -m benchmarks.throughput --quick' in text
+    assert 'pip install -e ".[test,bench]" && python -m benchmarks.time_to_target --quick' in text
     assert "python -m pytest" in text
     assert "python -m pytest" in (ROOT / ".ci" / "run").read_text()
 
