@@ -160,7 +160,7 @@ def pipeline_config(run: RunConfig, settings: TaskSettings, *, source: Optional[
     return text.TextPipelineConfig(source=source or "stdlib", sequence_length=settings.model["sequence_length"], **common)
 
 
-def _pipelines(run, config):
+def _pipelines(run):
     module = image if run.task == "resnet" else text
     return module.train_dataset, module.eval_dataset
 
@@ -191,7 +191,7 @@ def train_to_target(run: RunConfig, settings: TaskSettings, *, source=None, cach
     model = build_model(settings)
     config = pipeline_config(run, settings, source=source, cache_dir=cache_dir, read_rate=read_rate,
                              num_train_examples=num_train_examples)
-    train_dataset, eval_dataset = _pipelines(run, config)
+    train_dataset, eval_dataset = _pipelines(run)
     eval_batches = list(eval_dataset(dataclasses.replace(config, read_rate=None)).take(
         math.ceil(settings.eval_examples / settings.batch_size)))
     stats = echoing.EchoStats()
@@ -251,7 +251,7 @@ def measure_rates(settings: TaskSettings, run: RunConfig, *, source=None, cache_
     baseline = dataclasses.replace(run, placement="none", factor=1.0, echo_shuffle=0)
     config = pipeline_config(baseline, settings, source=source, cache_dir=cache_dir, read_rate=read_rate,
                              num_train_examples=num_train_examples)
-    train_dataset, _ = _pipelines(run, config)
+    train_dataset, _ = _pipelines(run)
     return echoing.measure_ratio(train_dataset(config), model, batches=10, warmup=3, repeats=3)
 
 
