@@ -76,9 +76,11 @@ class TaskSettings:
 # a ResNet-8 at width 16 reached 0.85 validation accuracy on the embedded shapes in 600
 # steps of batch 128 (benchmarks/results/shapes_baselines.json), so 0.80 within 1,500 steps
 # is reliable and slightly below what the baseline reaches.
-# Transformer: Adam at 1e-3 with warm-up is the usual small-LM recipe. Its target of 2.5
-# bits per byte is provisional: it has not yet been checked against a full baseline run
-# (the benchmarks issue stays open until it is).
+# Transformer: Adam at 1e-3 with warm-up is the usual small-LM recipe. One baseline run
+# (seed 0, train_to_target with target 0 and a 2,000-step budget) reached 2.55 bits per
+# byte at step 1,600 and 2.38 at 2,000 (about 100 ms a step here), so a 2.5 target is met
+# at about 1,700 of the 3,000 budgeted steps: slightly below what the baseline reaches,
+# with room for echoed runs that need more steps. Other seeds are not yet checked.
 TASKS = {
     "resnet": TaskSettings("resnet", 128, 0.1, 50, 1500, 50, 2000, 0.80, {"depth": 8, "width": 16}),
     "transformer": TaskSettings(
