@@ -6,8 +6,14 @@
 """
 
 from echoing.echo import echo
+from echoing.gradient_norms import microbatch_gradient_norms
 from echoing.measure import RatioMeasurement, measure_ratio
+from echoing.noise_scale import GradientNorms, NoiseScale, NoiseScaleEstimator
+from echoing.noise_scale_callback import NoiseScaleCallback
 from echoing.stats import EchoStats
 
-__all__ = ["echo", "EchoStats", "measure_ratio", "RatioMeasurement"]
+__all__ = [
+    "echo", "EchoStats", "measure_ratio", "RatioMeasurement",
+    "GradientNorms", "NoiseScale", "NoiseScaleEstimator", "microbatch_gradient_norms", "NoiseScaleCallback",
+]
 __version__ = "0.1.0"

@@ -7,6 +7,7 @@ import pytest
 
 MODULES = [
     "echoing", "echoing.echo", "echoing.stats", "echoing.measure",
+    "echoing.noise_scale", "echoing.gradient_norms", "echoing.noise_scale_callback",
     "pipelines.slow_storage", "pipelines.staged", "pipelines.cache", "pipelines.shapes_data",
     "pipelines.stdlib_text", "pipelines.image", "pipelines.text", "benchmarks.models",
 ]
