@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from benchmarks import results_io, throughput, time_to_target
+from benchmarks import critical_batch, results_io, throughput, time_to_target
 
 
 def shapes_baselines_table(document: dict) -> str:
@@ -29,6 +29,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "shapes_baselines": shapes_baselines_table,
     "time_to_target_quick": time_to_target.table,
     "time_to_target": time_to_target.table,
+    "critical_batch": critical_batch.table,
 }
 
 

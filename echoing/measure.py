@@ -77,9 +77,9 @@ def measure_ratio(
     >>> import time, tensorflow as tf
     >>> from echoing.measure import measure_ratio
     >>> slow = tf.data.Dataset.range(1000).map(
-    ...     lambda x: tf.numpy_function(lambda v: (time.sleep(0.004), v)[1], [x], tf.int64))
-    >>> m = measure_ratio(slow, lambda batch: time.sleep(0.002), batches=10, repeats=3)
-    >>> 1.4 < m.ratio < 2.6
+    ...     lambda x: tf.numpy_function(lambda v: (time.sleep(0.008), v)[1], [x], tf.int64))
+    >>> m = measure_ratio(slow, lambda batch: time.sleep(0.001), batches=10, repeats=3)
+    >>> m.bottleneck.startswith("the input pipeline")  # R is about 8 (the test suite checks it within 15%)
     True
 
     Args:

@@ -101,6 +101,9 @@ class NoiseScaleCallback(keras.callbacks.Callback):
         # fit has built its training function; build a second one that measures first, and
         # choose between them before each step. No branch inside one function: under
         # tf.distribute an all-reduce may not sit inside control flow.
+        if model.train_function is getattr(self, "_plain_function", None):
+            self._next_step = int(model.optimizer.iterations.numpy())
+            return  # Same training function as the last fit: keep the measuring one built for it.
         self._plain_function = model.train_function
         own_step = model.__dict__.get("train_step")  # An instance override, if any.
         model.train_step = self._measuring_train_step(model.train_step)

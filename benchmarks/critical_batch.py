@@ -1,0 +1,329 @@
+"""Critical batch size at small scale: steps and examples to a target across batch sizes, against B_simple.
+
+The central experiment of McCandlish, Kaplan et al. (2018), on the ResNet task and the
+embedded images: train to a fixed validation accuracy at several batch sizes, with the
+learning rate scaled linearly with the batch size (Goyal et al., 2017: 0.1 at 128, the
+time-to-target benchmark's recipe, and warm-up over a fixed number of examples), and
+record the steps S and examples E = S * B each needed. The paper's model
+``(S/S_min - 1)(E/E_min - 1) = 1`` is the same as ``S = S_min + E_min / B``, a straight line
+in ``1/B``, fitted by least squares; its ``B_crit = E_min / S_min``. Each run also
+measures the simple noise scale ``B_simple`` with :class:`echoing.NoiseScaleCallback`
+every 10 steps, to compare with ``B_crit``.
+
+A second measurement times the callback's overhead at a measurement every 10 steps:
+steps per second with and without it, alternated on one model over batches held in memory
+(so that only the training step is timed), medians over repeats.
+
+Run ``python -m benchmarks.critical_batch``; results go to
+``benchmarks/results/critical_batch.json`` (resumable: finished batch sizes are kept) and
+the figure to ``critical_batch.png`` beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Optional
+
+import keras
+import numpy as np
+
+import echoing
+from benchmarks import results_io
+from benchmarks import time_to_target as ttt
+from pipelines import image
+
+
+@dataclasses.dataclass(frozen=True)
+class CriticalBatchSettings:
+    """What the experiment runs.
+
+    Attributes:
+      batch_sizes: batch sizes to train at.
+      seeds: seeds; each batch size runs once per seed.
+      base_batch_size: the batch size ``base_learning_rate`` belongs to.
+      base_learning_rate: SGD (momentum 0.9) learning rate at ``base_batch_size``; scaled
+        linearly with the batch size.
+      warmup_examples: learning-rate warm-up length, in examples (steps = this / B).
+      target: validation accuracy to reach.
+      budget_examples: examples after which a run stops if it has not reached the target.
+      eval_every_examples: examples between evaluations (steps = this / B, at least 1), so
+        every batch size resolves E equally finely.
+      eval_examples: held-out examples per evaluation.
+      noise_every_steps: steps between noise-scale measurements.
+      num_microbatches: micro-batches per measured batch.
+      model: ResNet builder arguments.
+      num_train_examples: embedded training examples (``None``: the default 100k).
+    """
+
+    batch_sizes: tuple = (32, 64, 128, 256, 512)
+    seeds: tuple = (0,)
+    base_batch_size: int = 128
+    base_learning_rate: float = 0.1
+    warmup_examples: int = 6400
+    target: float = 0.75
+    budget_examples: int = 320_000
+    eval_every_examples: int = 2560
+    eval_examples: int = 2000
+    noise_every_steps: int = 10
+    num_microbatches: int = 4
+    model: dict = dataclasses.field(default_factory=lambda: {"depth": 8, "width": 16})
+    num_train_examples: Optional[int] = None
+
+
+def task_settings(settings: CriticalBatchSettings, batch_size: int) -> ttt.TaskSettings:
+    """The ResNet task's settings at one batch size (learning rate scaled linearly)."""
+    return ttt.TaskSettings(
+        name="resnet", batch_size=batch_size,
+        learning_rate=settings.base_learning_rate * batch_size / settings.base_batch_size,
+        warmup_steps=max(1, math.ceil(settings.warmup_examples / batch_size)),
+        budget_steps=math.ceil(settings.budget_examples / batch_size),
+        eval_every=max(1, settings.eval_every_examples // batch_size),
+        eval_examples=settings.eval_examples, target=settings.target, model=dict(settings.model),
+    )
+
+
+class _EvaluateToTarget(keras.callbacks.Callback):
+    """Evaluates at the end of every (short) epoch and stops training at the target."""
+
+    def __init__(self, eval_batches, target: float, steps_per_epoch: int, batch_size: int):
+        super().__init__()
+        self.eval_batches, self.target = eval_batches, target
+        self.steps_per_epoch, self.batch_size = steps_per_epoch, batch_size
+        self.curve: list[dict] = []
+        self.train_seconds = 0.0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.train_seconds += time.perf_counter() - self._start  # Evaluation is not training time.
+        metric = ttt.evaluate(self.model, self.eval_batches, "resnet")
+        steps = (epoch + 1) * self.steps_per_epoch
+        self.curve.append({"step": steps, "examples": steps * self.batch_size, "seconds": self.train_seconds, "metric": metric})
+        if metric >= self.target:
+            self.model.stop_training = True
+
+
+def train_at_batch_size(settings: CriticalBatchSettings, batch_size: int, seed: int, *, cache_dir=None, log=print) -> dict:
+    """Trains to the target at one batch size with the noise-scale callback; returns the record."""
+    task = task_settings(settings, batch_size)
+    keras.utils.set_random_seed(seed)
+    model = ttt.build_model(task)
+    run = ttt.RunConfig("sample", "resnet", "none", 1.0, 0, seed)
+    config = ttt.pipeline_config(run, task, source=None, cache_dir=cache_dir, read_rate=None,
+                                 num_train_examples=settings.num_train_examples)
+    eval_batches = list(image.eval_dataset(config).take(math.ceil(settings.eval_examples / batch_size)))
+    noise = echoing.NoiseScaleCallback(every_n_steps=settings.noise_every_steps,
+                                       num_microbatches=settings.num_microbatches, verbose=0)
+    to_target = _EvaluateToTarget(eval_batches, settings.target, task.eval_every, batch_size)
+    epochs = math.ceil(task.budget_steps / task.eval_every)
+    model.fit(image.train_dataset(config), steps_per_epoch=task.eval_every, epochs=epochs,
+              callbacks=[noise, to_target], shuffle=False, verbose=0)
+    last = to_target.curve[-1]
+    reached = last["metric"] >= settings.target
+    smoothed = [m["b_simple_smoothed"] for m in noise.measurements if not math.isnan(m["b_simple_smoothed"])]
+    log(f"  B={batch_size} seed={seed}: {'reached' if reached else 'not reached'} at step {last['step']} "
+        f"({last['examples']:,} examples, {last['seconds']:.0f}s), B_simple at the end "
+        f"{smoothed[-1] if smoothed else float('nan'):.0f}; {noise.describe()}")
+    return {
+        "batch_size": batch_size, "seed": seed, "learning_rate": task.learning_rate, "reached": reached,
+        "steps": last["step"] if reached else None, "examples": last["examples"] if reached else None,
+        "seconds": last["seconds"], "curve": to_target.curve,
+        "noise_scale": [{k: m[k] for k in ("step", "b_simple", "b_simple_smoothed", "smoothed_gradient_sq_norm",
+                                            "smoothed_trace_sigma")} for m in noise.measurements],
+        "b_simple_median": statistics.median(smoothed) if smoothed else None,
+        "b_simple_final": smoothed[-1] if smoothed else None,
+    }
+
+
+def fit_tradeoff(batch_sizes, steps) -> dict:
+    """Least-squares fit of ``S = S_min + E_min / B``; returns ``s_min``, ``e_min`` and ``b_crit``.
+
+    >>> fit = fit_tradeoff([32, 64, 128, 256], [100 + 6400 / b for b in (32, 64, 128, 256)])
+    >>> round(fit["s_min"], 6), round(fit["e_min"], 3), round(fit["b_crit"], 3)
+    (100.0, 6400.0, 64.0)
+    """
+    if len(batch_sizes) < 2:
+        raise ValueError(f"batch_sizes: the fit needs at least 2 batch sizes that reached the target, got {list(batch_sizes)}")
+    inverse = 1.0 / np.asarray(batch_sizes, dtype=float)
+    e_min, s_min = np.polyfit(inverse, np.asarray(steps, dtype=float), 1)
+    return {"s_min": float(s_min), "e_min": float(e_min),
+            "b_crit": float(e_min / s_min) if s_min > 0 and e_min > 0 else None}
+
+
+def summarise(runs: list[dict]) -> dict:
+    """The fit over the medians per batch size, and the noise scale measured at each."""
+    by_batch: dict = {}
+    for run in runs:
+        by_batch.setdefault(run["batch_size"], []).append(run)
+    rows = []
+    for batch_size in sorted(by_batch):
+        group = by_batch[batch_size]
+        done = [r for r in group if r["reached"]]
+        rows.append({
+            "batch_size": batch_size, "runs": len(group), "reached": len(done),
+            "steps": statistics.median(r["steps"] for r in done) if done else None,
+            "examples": statistics.median(r["examples"] for r in done) if done else None,
+            "b_simple_median": _median(r["b_simple_median"] for r in group),
+            "b_simple_final": _median(r["b_simple_final"] for r in group),
+        })
+    fitted = [r for r in rows if r["steps"] is not None]
+    fit = fit_tradeoff([r["batch_size"] for r in fitted], [r["steps"] for r in fitted]) if len(fitted) >= 2 else None
+    return {"rows": rows, "fit": fit}
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+class _StepTimes(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.times: list[float] = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.times.append(time.perf_counter())
+
+
+def measure_overhead(settings: CriticalBatchSettings, *, batch_size: int = 128, steps: int = 100, repeats: int = 5,
+                     skip: int = 10, cache_dir=None) -> dict:
+    """Seconds per step with and without the callback, alternated on one model, in-memory batches."""
+    task = task_settings(settings, batch_size)
+    keras.utils.set_random_seed(0)
+    model = ttt.build_model(task)
+    config = ttt.pipeline_config(ttt.RunConfig("sample", "resnet", "none", 1.0, 0, 0), task, source=None,
+                                 cache_dir=cache_dir, read_rate=None, num_train_examples=settings.num_train_examples)
+    in_memory = image.train_dataset(config).take(16).cache().repeat()
+    list(in_memory.take(16))  # Fill the cache before timing.
+    callback = echoing.NoiseScaleCallback(every_n_steps=settings.noise_every_steps,
+                                          num_microbatches=settings.num_microbatches, verbose=0)
+    per_step = {"without": [], "with": []}
+    for repeat in range(repeats + 1):  # The first round warms up (tracing) and is not kept.
+        for name, extra in (("without", []), ("with", [callback])):
+            timer = _StepTimes()
+            model.fit(in_memory, steps_per_epoch=steps, epochs=1, callbacks=[timer, *extra], shuffle=False, verbose=0)
+            if repeat:
+                times = timer.times[skip:]
+                per_step[name].append((times[-1] - times[0]) / (len(times) - 1))
+    without, with_callback = statistics.median(per_step["without"]), statistics.median(per_step["with"])
+    return {"batch_size": batch_size, "steps_per_repeat": steps, "repeats": repeats, "every_n_steps": settings.noise_every_steps,
+            "num_microbatches": settings.num_microbatches, "seconds_per_step_without": without,
+            "seconds_per_step_with": with_callback, "overhead": with_callback / without - 1, "per_repeat": per_step}
+
+
+def run(settings: CriticalBatchSettings, output: Path, *, overhead: bool = True, cache_dir=None, log=print) -> dict:
+    """Runs every batch size and seed not already in ``output``, then the overhead; returns the results."""
+    results = results_io.read_results(output)["results"] if output.exists() else {"runs": []}
+    runs = results["runs"]
+    document_settings = {"experiment": dataclasses.asdict(settings)}
+    for seed in settings.seeds:
+        for batch_size in settings.batch_sizes:
+            if any(r["batch_size"] == batch_size and r["seed"] == seed for r in runs):
+                continue
+            log(f"B={batch_size} seed={seed} (learning rate {task_settings(settings, batch_size).learning_rate:g})")
+            runs.append(train_at_batch_size(settings, batch_size, seed, cache_dir=cache_dir, log=log))
+            results["summary"] = summarise(runs)
+            results_io.write_results(output.stem, document_settings, results, output.parent)
+    if overhead and "overhead" not in results:
+        results["overhead"] = measure_overhead(settings, cache_dir=cache_dir)
+        log(f"callback overhead at every {settings.noise_every_steps} steps: {results['overhead']['overhead']:+.1%}")
+    results["summary"] = summarise(runs)
+    results_io.write_results(output.stem, document_settings, results, output.parent)
+    return results
+
+
+def table(document: dict) -> str:
+    """Markdown table: steps and examples to target per batch size, B_simple, and the fit."""
+    results = document["results"]
+    summary = results["summary"]
+
+    def fmt(value, spec):
+        return "-" if value is None else format(value, spec)
+
+    lines = ["| batch size | learning rate | reached | steps | examples | B_simple (median over run) | B_simple (at the end) |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    base = document["settings"]["experiment"]
+    for row in summary["rows"]:
+        rate = base["base_learning_rate"] * row["batch_size"] / base["base_batch_size"]
+        lines.append(f"| {row['batch_size']} | {rate:g} | {row['reached']}/{row['runs']} | {fmt(row['steps'], ',.0f')} | "
+                     f"{fmt(row['examples'], ',.0f')} | {fmt(row['b_simple_median'], ',.0f')} | {fmt(row['b_simple_final'], ',.0f')} |")
+    fit = summary["fit"]
+    if fit:
+        lines.append("")
+        lines.append(f"Fit of `S = S_min + E_min / B`: S_min = {fit['s_min']:,.0f} steps, E_min = {fit['e_min']:,.0f} examples, "
+                     f"**B_crit = E_min / S_min = {fmt(fit['b_crit'], ',.0f')}**.")
+    if "overhead" in results:
+        o = results["overhead"]
+        lines.append("")
+        lines.append(f"Callback overhead at a measurement every {o['every_n_steps']} steps (k = {o['num_microbatches']}, B = "
+                     f"{o['batch_size']}): {o['seconds_per_step_without'] * 1e3:.0f} ms/step without, "
+                     f"{o['seconds_per_step_with'] * 1e3:.0f} ms/step with, **{o['overhead']:+.0%}** (medians of {o['repeats']}).")
+    return "\n".join(lines)
+
+
+def plot(results_path: Path) -> Path:
+    """Steps against examples with the fitted hyperbola, and B_simple over training; returns the PNG path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = results_io.read_results(results_path)["results"]
+    summary = results["summary"]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    rows = [r for r in summary["rows"] if r["steps"] is not None]
+    left.scatter([r["examples"] for r in rows], [r["steps"] for r in rows], color="C0", zorder=3)
+    for r in rows:
+        left.annotate(f"B={r['batch_size']}", (r["examples"], r["steps"]), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    fit = summary["fit"]
+    if fit and fit["b_crit"]:
+        batch = np.geomspace(min(r["batch_size"] for r in rows) / 4, max(r["batch_size"] for r in rows) * 4, 200)
+        left.plot(fit["e_min"] * (1 + batch / fit["b_crit"]), fit["s_min"] * (1 + fit["b_crit"] / batch), color="C1",
+                  label=f"fit: S_min={fit['s_min']:,.0f}, E_min={fit['e_min']:,.0f}, B_crit={fit['b_crit']:,.0f}")
+        left.legend(fontsize=8)
+    left.set(xscale="log", yscale="log", xlabel="examples to target (E)", ylabel="steps to target (S)",
+             title="Steps vs examples to target")
+    for index, run in enumerate(sorted(results["runs"], key=lambda r: (r["batch_size"], r["seed"]))):
+        points = [(m["step"] * run["batch_size"], m["b_simple_smoothed"]) for m in run["noise_scale"]
+                  if m["b_simple_smoothed"] is not None and not math.isnan(m["b_simple_smoothed"])]
+        if points:
+            right.plot(*zip(*points), color=f"C{index % 10}", label=f"B={run['batch_size']} seed={run['seed']}")
+    if fit and fit["b_crit"]:
+        right.axhline(fit["b_crit"], color="k", linestyle="--", label="fitted B_crit")
+    right.set(yscale="log", xlabel="examples seen", ylabel="B_simple (smoothed)", title="Noise scale during training")
+    right.legend(fontsize=7)
+    path = Path(results_path).with_suffix(".png")
+    figure.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(figure)
+    return path
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch-sizes", nargs="+", type=int)
+    parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument("--no-overhead", action="store_true", help="skip the callback-overhead measurement")
+    parser.add_argument("--output", type=Path, default=results_io.RESULTS_DIR / "critical_batch.json")
+    parser.add_argument("--fresh", action="store_true", help="discard the results file instead of resuming it")
+    args = parser.parse_args(argv)
+    settings = CriticalBatchSettings()
+    if args.batch_sizes:
+        settings = dataclasses.replace(settings, batch_sizes=tuple(args.batch_sizes))
+    if args.seeds:
+        settings = dataclasses.replace(settings, seeds=tuple(args.seeds))
+    if args.fresh and args.output.exists():
+        args.output.unlink()
+    run(settings, args.output, overhead=not args.no_overhead)
+    print(table(results_io.read_results(args.output)))
+    print(f"plot: {plot(args.output)}")
+    print(f"results: {args.output}")
+
+
+if __name__ == "__main__":
+    main()
