@@ -29,15 +29,20 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "shapes_baselines": shapes_baselines_table,
     "time_to_target_quick": time_to_target.table,
     "time_to_target": time_to_target.table,
+    "time_to_target_best": time_to_target.best_factor_table,
     "critical_batch": critical_batch.table,
 }
+
+
+# Tables drawn from another table's results file.
+SOURCES = {"time_to_target_best": "time_to_target"}
 
 
 def render(name: str, document: dict) -> str:
     """The table for one results document, with the command and machine it came from."""
     machine = document["machine"]
     source = (
-        f"_From `benchmarks/results/{name}.json`: `{document['command']}` on {machine['cores']} cores "
+        f"_From `benchmarks/results/{SOURCES.get(name, name)}.json`: `{document['command']}` on {machine['cores']} cores "
         f"({machine['cpu']}), TensorFlow {document['versions']['tensorflow']}, {document['created']}._"
     )
     return RENDERERS[name](document) + "\n\n" + source
@@ -48,7 +53,7 @@ def update_readme(readme: Path = README, results_dir: Path = results_io.RESULTS_
     text = readme.read_text()
     done = []
     for name in RENDERERS:
-        path = results_dir / f"{name}.json"
+        path = results_dir / f"{SOURCES.get(name, name)}.json"
         pattern = re.compile(rf"(<!-- table:{name} -->\n)(?:.*?\n)?(<!-- /table:{name} -->)", re.DOTALL)
         if not path.exists() or not pattern.search(text):
             continue

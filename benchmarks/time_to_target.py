@@ -414,18 +414,70 @@ def table(document: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> None:
+def parse_arguments(argv=None) -> tuple[argparse.Namespace, BenchmarkPlan]:
+    """The command line and the plan it asks for."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few ResNet configurations, under 10 minutes")
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS))
     parser.add_argument("--modes", nargs="+", choices=["sample", "wallclock"])
     parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument("--placements", nargs="+", help="placements to run (applied to every task that has them)")
+    parser.add_argument("--factors", nargs="+", type=float, help="echo factors for sample mode")
+    parser.add_argument("--echo-shuffles", nargs="+", type=int, help="echo shuffle buffer sizes for sample mode")
+    parser.add_argument("--ratios", nargs="+", type=float, help="R values for wallclock mode")
+    parser.add_argument("--wallclock-factors", nargs="+", type=float, help="echo factors for wallclock mode")
     parser.add_argument("--source", default=None, help="tfds source instead of the embedded data (cifar10, imagenet2012, imagenette, lm1b)")
     parser.add_argument("--output", type=Path, default=None)
     parser.add_argument("--fresh", action="store_true", help="discard the results file instead of resuming it (always so with --quick)")
     args = parser.parse_args(argv)
     plan = QUICK_PLAN if args.quick else BenchmarkPlan()
-    plan = dataclasses.replace(plan, **{k: v for k, v in (("tasks", args.tasks), ("modes", args.modes), ("seeds", args.seeds)) if v})
+    chosen = {name: getattr(args, name) for name in ("tasks", "modes", "seeds", "factors", "echo_shuffles", "ratios", "wallclock_factors")}
+    plan = dataclasses.replace(plan, **{k: v for k, v in chosen.items() if v})
+    if args.placements:
+        placements = {"resnet": RESNET_PLACEMENTS, "transformer": TEXT_PLACEMENTS}
+        unknown = sorted(set(args.placements) - set(RESNET_PLACEMENTS) - set(TEXT_PLACEMENTS))
+        if unknown:
+            parser.error(f"--placements: unknown {unknown}; known: {sorted(set(RESNET_PLACEMENTS) | set(TEXT_PLACEMENTS))}")
+        plan = dataclasses.replace(plan, placements={task: [p for p in names if p in args.placements] for task, names in placements.items()})
+    return args, plan
+
+
+def best_factors(document: dict) -> list[dict]:
+    """Per task and R (wallclock mode): the baseline's time, the fastest e, and its speedup, measured and predicted."""
+    rows = [r for r in summary_rows(document) if r["mode"] == "wallclock"]
+    best = []
+    for task, ratio in sorted({(r["task"], r["ratio"]) for r in rows}):
+        group = [r for r in rows if r["task"] == task and r["ratio"] == ratio and r["seconds"] is not None]
+        base = next((r for r in group if r["placement"] == "none"), None)
+        if base is None or not group:
+            continue
+        fastest = min(group, key=lambda r: r["seconds"])
+        predicted = [r for r in group if r["predicted_seconds"] is not None]
+        fastest_predicted = min(predicted, key=lambda r: r["predicted_seconds"]) if predicted else None
+        best.append({
+            "task": task, "ratio": ratio, "baseline_seconds": base["seconds"], "best_factor": fastest["factor"],
+            "best_seconds": fastest["seconds"], "speedup": base["seconds"] / fastest["seconds"],
+            "factors_run": sorted(r["factor"] for r in group),
+            "predicted_best_factor": fastest_predicted["factor"] if fastest_predicted else None,
+            "predicted_speedup": (base["predicted_seconds"] / fastest_predicted["predicted_seconds"])
+            if fastest_predicted and base["predicted_seconds"] else None,
+        })
+    return best
+
+
+def best_factor_table(document: dict) -> str:
+    """Markdown table of :func:`best_factors`."""
+    lines = ["| task | R | e run | baseline s | best e (measured) | speedup | best e (predicted) | predicted speedup |",
+             "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for b in best_factors(document):
+        predicted = "-" if b["predicted_speedup"] is None else f"{b['predicted_speedup']:.2f}x"
+        lines.append(f"| {b['task']} | {b['ratio']:g} | {', '.join(f'{f:g}' for f in b['factors_run'])} | {b['baseline_seconds']:.0f} | "
+                     f"{b['best_factor']:g} | {b['speedup']:.2f}x | {b['predicted_best_factor'] if b['predicted_best_factor'] is None else format(b['predicted_best_factor'], 'g')} | {predicted} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    args, plan = parse_arguments(argv)
     tasks = {"resnet": QUICK_TASK} if args.quick else TASKS
     output = args.output or results_io.RESULTS_DIR / ("time_to_target_quick.json" if args.quick else "time_to_target.json")
     if (args.fresh or args.quick) and output.exists():

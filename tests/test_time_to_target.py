@@ -62,6 +62,12 @@ def test_wallclock_mode_measures_r_and_predicts_time(finished):
     wall = [r for r in results["runs"] if r["config"]["mode"] == "wallclock"]
     assert sorted(r["config"]["factor"] for r in wall) == [1.0, 2.0]
     assert all(r["predicted_seconds"] > 0 for r in wall)
+    (best,) = T.best_factors(json.loads(output.read_text()))
+    fastest = min(wall, key=lambda r: r["seconds"])
+    assert best["best_factor"] == fastest["config"]["factor"] and best["factors_run"] == [1.0, 2.0]
+    base = next(r for r in wall if r["config"]["factor"] == 1.0)
+    assert best["speedup"] == pytest.approx(base["seconds"] / fastest["seconds"])
+    assert "| resnet | 2 | 1, 2 |" in T.best_factor_table(json.loads(output.read_text()))
 
 
 def test_rerun_skips_finished_configurations(finished):
@@ -100,3 +106,14 @@ def test_fresh_examples_consumed_uses_the_realised_factor():
     stats.emitted.assign(250)
     assert T.fresh_examples_consumed(10, 16, 16, stats) == pytest.approx(10 * 16 / 2.5)
     assert T.fresh_examples_consumed(10, 1, 16, stats) == pytest.approx(10 * 16 / 2.5)
+
+
+def test_command_line_narrows_the_plan():
+    _, plan = T.parse_arguments(["--tasks", "transformer", "--modes", "sample", "--seeds", "0", "--placements", "none", "example",
+                                 "--factors", "2", "4", "--echo-shuffles", "0"])
+    runs = T.planned_runs(plan)
+    assert [(r.placement, r.factor, r.echo_shuffle) for r in runs] == [("none", 1.0, 0), ("example", 2.0, 0), ("example", 4.0, 0)]
+    _, plan = T.parse_arguments(["--tasks", "resnet", "--modes", "wallclock", "--ratios", "2", "--wallclock-factors", "1", "2"])
+    assert [(r.ratio, r.factor, r.placement) for r in T.planned_runs(plan) if r.seed == 0] == [(2.0, 1.0, "none"), (2.0, 2.0, "before_augment")]
+    with pytest.raises(SystemExit):
+        T.parse_arguments(["--placements", "nowhere"])
