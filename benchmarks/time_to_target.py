@@ -25,7 +25,9 @@ a schedule length chosen in advance. How they were chosen is written beside each
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import fcntl
 import json
 import math
 import time
@@ -258,27 +260,52 @@ def measure_rates(settings: TaskSettings, run: RunConfig, *, source=None, cache_
 
 
 class ResultsFile:
-    """A results file that grows one finished configuration at a time (resumable)."""
+    """A results file that grows one finished configuration at a time (resumable).
+
+    Several processes may run different plans into the same file at once (say, one task
+    each): every addition re-reads the file under an exclusive lock and merges, so no
+    process overwrites another's records.
+    """
 
     def __init__(self, path: Path, settings: dict):
         self.path = Path(path)
+        self.settings = settings
         self.runs: list[dict] = []
         self.extra: dict = {}
+        self._reload()
+
+    def _reload(self) -> None:
         if self.path.exists():
             document = results_io.read_results(self.path)
             self.runs = document["results"]["runs"]
-            self.extra = {k: v for k, v in document["results"].items() if k != "runs"}
-        self.settings = settings
+            self.extra = {**{k: v for k, v in document["results"].items() if k != "runs"},
+                          **{k: v for k, v in self.extra.items() if k not in document["results"]}}
+            for key, value in document["results"].items():
+                if isinstance(value, dict) and isinstance(self.extra.get(key), dict):
+                    self.extra[key] = {**value, **self.extra[key]}  # e.g. measured rates, both processes'.
 
     def done(self, run: RunConfig) -> bool:
         return any(RunConfig(**r["config"]).key() == run.key() for r in self.runs)
 
     def add(self, record: dict) -> None:
-        self.runs.append(record)
-        self.save()
+        with self._locked():
+            self._reload()
+            self.runs = [r for r in self.runs if RunConfig(**r["config"]).key() != RunConfig(**record["config"]).key()]
+            self.runs.append(record)
+            self.save()
 
     def save(self) -> None:
         results_io.write_results(self.path.stem, self.settings, {"runs": self.runs, **self.extra}, self.path.parent)
+
+    @contextlib.contextmanager
+    def _locked(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @dataclasses.dataclass
@@ -340,10 +367,12 @@ def planned_runs(plan: BenchmarkPlan) -> list[RunConfig]:
 
 def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cache_dir=None, log=print) -> ResultsFile:
     """Runs every planned configuration not already in ``output``; returns the results."""
-    results = ResultsFile(output, {"plan": dataclasses.asdict(plan), "tasks": {k: dataclasses.asdict(v) for k, v in tasks.items()}})
+    # The plan is not a file-wide setting: several plans may fill one file. Each record
+    # carries the command that produced it instead.
+    results = ResultsFile(output, {"tasks": {k: dataclasses.asdict(v) for k, v in tasks.items()}})
     runs = planned_runs(plan)
-    rates = results.extra.setdefault("rates", {})
     for index, run in enumerate(runs, 1):
+        rates = results.extra.setdefault("rates", {})  # Fresh each time: add() merges in other processes' rates.
         if results.done(run):
             continue
         settings = tasks[run.task]
@@ -369,6 +398,7 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
             t_up, t_down = measured["upstream_seconds"], measured["downstream_seconds"]
             fresh_batches = record["fresh_examples"] / settings.batch_size
             record["predicted_seconds"] = fresh_batches * max(t_up, run.factor * t_down)
+        record["command"] = results_io.command_line()
         results.add(record)
     return results
 

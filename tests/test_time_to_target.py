@@ -117,3 +117,19 @@ def test_command_line_narrows_the_plan():
     assert [(r.ratio, r.factor, r.placement) for r in T.planned_runs(plan) if r.seed == 0] == [(2.0, 1.0, "none"), (2.0, 2.0, "before_augment")]
     with pytest.raises(SystemExit):
         T.parse_arguments(["--placements", "nowhere"])
+
+
+def test_two_processes_filling_one_results_file_keep_each_others_records(tmp_path):
+    path = tmp_path / "shared.json"
+    first, second = T.ResultsFile(path, {}), T.ResultsFile(path, {})  # Both opened before either writes.
+
+    def record(placement):
+        return {"config": dataclasses.asdict(T.RunConfig("sample", "resnet", placement, 2.0, 0, 0)), "reached": False}
+
+    first.add(record("before_augment"))
+    second.extra.setdefault("rates", {})["resnet/R=2/seed=0"] = {"read_rate": 1.0}
+    second.add(record("after_batch"))
+    first.add(record("after_augment"))
+    placements = [r["config"]["placement"] for r in json.loads(path.read_text())["results"]["runs"]]
+    assert sorted(placements) == ["after_augment", "after_batch", "before_augment"]
+    assert "resnet/R=2/seed=0" in json.loads(path.read_text())["results"]["rates"]
