@@ -273,6 +273,7 @@ def plot(results_path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401 (matplotlib.ticker below)
 
     results = results_io.read_results(results_path)["results"]
     summary = results["summary"]
@@ -289,6 +290,11 @@ def plot(results_path: Path) -> Path:
         left.legend(fontsize=8)
     left.set(xscale="log", yscale="log", xlabel="examples to target (E)", ylabel="steps to target (S)",
              title="Steps vs examples to target")
+    thousands = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value / 1000:g}k")
+    for axis in (left.xaxis, left.yaxis):
+        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # Minor log labels overlap.
+    left.xaxis.set_major_formatter(thousands)
+    left.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
     for index, run in enumerate(sorted(results["runs"], key=lambda r: (r["batch_size"], r["seed"]))):
         points = [(m["step"] * run["batch_size"], m["b_simple_smoothed"]) for m in run["noise_scale"]
                   if m["b_simple_smoothed"] is not None and not math.isnan(m["b_simple_smoothed"])]
@@ -296,6 +302,7 @@ def plot(results_path: Path) -> Path:
             right.plot(*zip(*points), color=f"C{index % 10}", label=f"B={run['batch_size']} seed={run['seed']}")
     if fit and fit["b_crit"]:
         right.axhline(fit["b_crit"], color="k", linestyle="--", label="fitted B_crit")
+    right.xaxis.set_major_formatter(thousands)
     right.set(yscale="log", xlabel="examples seen", ylabel="B_simple (smoothed)", title="Noise scale during training")
     right.legend(fontsize=7)
     path = Path(results_path).with_suffix(".png")
