@@ -215,7 +215,7 @@ def train_to_target(run: RunConfig, settings: TaskSettings, *, source=None, cach
             step += 1
         train_seconds += time.perf_counter() - start  # Evaluation time is not training time.
         metric = evaluate(model, eval_batches, run.task)
-        fresh = fresh_examples_consumed(step, per_step, settings.batch_size, stats)
+        fresh = fresh_examples_consumed(step, per_step, settings.batch_size, stats, run.echo_shuffle)
         curve.append({"step": step, "fresh_examples": fresh, "seconds": train_seconds, "metric": metric})
         done = reached(run.task, metric, settings.target)
         eta = train_seconds / step * (settings.budget_steps - step)
@@ -233,18 +233,27 @@ def train_to_target(run: RunConfig, settings: TaskSettings, *, source=None, cach
     }
 
 
-def fresh_examples_consumed(steps: int, per_step: int, batch_size: int, stats: echoing.EchoStats) -> float:
-    """Fresh examples behind the batches training has consumed.
+def fresh_examples_consumed(steps: int, per_step: int, batch_size: int, stats: echoing.EchoStats,
+                            echo_shuffle: int = 0) -> float:
+    """Fresh examples read to produce the batches training has consumed.
 
     ``stats.fresh`` counts what the echo stage has pulled, which runs ahead of training by
-    the buffers after it (echo shuffle, batch, prefetch: up to hundreds of batches at the
-    start of a run). Training consumed ``steps * per_step`` echo-stage elements, each a
-    copy of ``1 / realised factor`` fresh ones, so this is exact in expectation for a
-    fractional factor and exact for an integer one; batch echoing's elements are batches.
+    the buffers after it (batch, prefetch: up to hundreds of batches at the start of a
+    run). Training consumed ``steps * per_step`` echo-stage elements, each a copy of
+    ``1 / realised factor`` fresh ones. An echo shuffle buffer of ``echo_shuffle``
+    elements is part of the method, not of the plumbing: it is full before it emits and
+    stays full, so ``echo_shuffle`` more echo-stage elements were read for those consumed,
+    and they count. Exact for an integer factor, exact in expectation for a fractional
+    one; batch echoing's elements (and its buffer's) are batches.
     """
     realised = stats.factor if int(stats.fresh) else 1.0
+    return fresh_examples_read(steps, per_step, batch_size, realised, echo_shuffle)
+
+
+def fresh_examples_read(steps: int, per_step: int, batch_size: int, realised_factor: float, echo_shuffle: int = 0) -> float:
+    """:func:`fresh_examples_consumed` from the realised factor (also used to recount saved records)."""
     examples_per_element = batch_size if per_step == 1 else 1
-    return steps * per_step * examples_per_element / realised
+    return (steps * per_step + echo_shuffle) * examples_per_element / realised_factor
 
 
 def measure_rates(settings: TaskSettings, run: RunConfig, *, source=None, cache_dir=None, read_rate=None,

@@ -52,6 +52,8 @@ def test_fresh_examples_reflect_the_echo_factor(finished):
     assert runs[("sample", "resnet", "before_augment", 0)]["fresh_examples"] == base / 2
     assert runs[("sample", "resnet", "after_batch", 0)]["fresh_examples"] == base / 2
     assert runs[("sample", "transformer", "example", 0)]["fresh_examples"] == 2 * 4 / 2
+    assert runs[("sample", "resnet", "before_augment", 8)]["fresh_examples"] == (2 * 16 + 8) / 2
+    assert runs[("sample", "resnet", "after_batch", 8)]["fresh_examples"] == (2 + 8) * 16 / 2
 
 
 def test_wallclock_mode_measures_r_and_predicts_time(finished):
@@ -106,6 +108,16 @@ def test_fresh_examples_consumed_uses_the_realised_factor():
     stats.emitted.assign(250)
     assert T.fresh_examples_consumed(10, 16, 16, stats) == pytest.approx(10 * 16 / 2.5)
     assert T.fresh_examples_consumed(10, 1, 16, stats) == pytest.approx(10 * 16 / 2.5)
+
+
+def test_an_echo_shuffle_buffer_counts_the_fresh_examples_it_holds():
+    stats = echoing.EchoStats()
+    stats.fresh.assign(100)
+    stats.emitted.assign(200)
+    # 10 steps of 16 examples, plus a full buffer of 8 examples, each a copy of half a fresh one.
+    assert T.fresh_examples_consumed(10, 16, 16, stats, echo_shuffle=8) == pytest.approx((160 + 8) / 2)
+    # Batch echoing: 10 batches consumed plus 4 buffered batches.
+    assert T.fresh_examples_consumed(10, 1, 16, stats, echo_shuffle=4) == pytest.approx(14 * 16 / 2)
 
 
 def test_command_line_narrows_the_plan():
