@@ -41,8 +41,11 @@ SOURCES = {"time_to_target_best": "time_to_target"}
 def render(name: str, document: dict) -> str:
     """The table for one results document, with the command and machine it came from."""
     machine = document["machine"]
+    runs = document["results"].get("runs", [])
+    # A file several invocations filled names each; its records carry their commands.
+    commands = sorted({r["command"] for r in runs if isinstance(r, dict) and r.get("command")}) or [document["command"]]
     source = (
-        f"_From `benchmarks/results/{SOURCES.get(name, name)}.json`: `{document['command']}` on {machine['cores']} cores "
+        f"_From `benchmarks/results/{SOURCES.get(name, name)}.json`: {', '.join(f'`{c}`' for c in commands)} on {machine['cores']} cores "
         f"({machine['cpu']}), TensorFlow {document['versions']['tensorflow']}, {document['created']}._"
     )
     return RENDERERS[name](document) + "\n\n" + source
