@@ -284,14 +284,16 @@ class ResultsFile:
         self._reload()
 
     def _reload(self) -> None:
-        if self.path.exists():
-            document = results_io.read_results(self.path)
-            self.runs = document["results"]["runs"]
-            self.extra = {**{k: v for k, v in document["results"].items() if k != "runs"},
-                          **{k: v for k, v in self.extra.items() if k not in document["results"]}}
-            for key, value in document["results"].items():
-                if isinstance(value, dict) and isinstance(self.extra.get(key), dict):
-                    self.extra[key] = {**value, **self.extra[key]}  # e.g. measured rates, both processes'.
+        if not self.path.exists():
+            return
+        document = results_io.read_results(self.path)
+        self.runs = document["results"]["runs"]
+        mine, self.extra = self.extra, {k: v for k, v in document["results"].items() if k != "runs"}
+        for key, value in mine.items():
+            if isinstance(value, dict) and isinstance(self.extra.get(key), dict):
+                self.extra[key] = {**self.extra[key], **value}  # e.g. measured rates: both processes'.
+            else:
+                self.extra[key] = value
 
     def done(self, run: RunConfig) -> bool:
         return any(RunConfig(**r["config"]).key() == run.key() for r in self.runs)
@@ -407,6 +409,8 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
             t_up, t_down = measured["upstream_seconds"], measured["downstream_seconds"]
             fresh_batches = record["fresh_examples"] / settings.batch_size
             record["predicted_seconds"] = fresh_batches * max(t_up, run.factor * t_down)
+        if run.mode == "wallclock":
+            record["rates"] = rates[f"{run.task}/R={run.ratio:g}/seed={run.seed}"]  # The measurement behind its throttle.
         record["command"] = results_io.command_line()
         results.add(record)
     return results

@@ -87,6 +87,13 @@ class NoiseScaleCallback(keras.callbacks.Callback):
         self._latest: Optional[NoiseScale] = None
         self._writer = None
 
+    def set_model(self, model):
+        if model is not getattr(self, "model", None):
+            # Another model: its strategy and training function are its own.
+            self.__dict__.pop("_norms", None)
+            self.__dict__.pop("_plain_function", None)
+        super().set_model(model)
+
     def on_train_begin(self, logs=None):
         model = self.model
         steps_per_execution = int(getattr(model, "steps_per_execution", 1) or 1)

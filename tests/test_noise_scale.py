@@ -330,3 +330,14 @@ def test_works_under_mirrored_strategy_with_two_logical_cpus():
                             env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith("OK 2")
+
+
+def test_one_callback_serves_two_fits_and_then_another_model():
+    callback = echoing.NoiseScaleCallback(every_n_steps=5, num_microbatches=4, verbose=0)
+    model, (x, y) = noisy_model_and_data()
+    model.fit(x, y, batch_size=64, epochs=1, callbacks=[callback], verbose=0)
+    model.fit(x, y, batch_size=64, epochs=1, callbacks=[callback], verbose=0)
+    assert [m["step"] for m in callback.measurements] == [0, 5, 10, 15]  # Steps continue across fits.
+    other, _ = noisy_model_and_data(seed=1)
+    other.fit(x, y, batch_size=64, epochs=1, callbacks=[callback], verbose=0)
+    assert [m["step"] for m in callback.measurements][4:] == [0, 5]

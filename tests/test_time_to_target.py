@@ -64,6 +64,7 @@ def test_wallclock_mode_measures_r_and_predicts_time(finished):
     wall = [r for r in results["runs"] if r["config"]["mode"] == "wallclock"]
     assert sorted(r["config"]["factor"] for r in wall) == [1.0, 2.0]
     assert all(r["predicted_seconds"] > 0 for r in wall)
+    assert all(r["rates"] == rates for r in wall)  # Measured once per R, kept with each record.
     (best,) = T.best_factors(json.loads(output.read_text()))
     fastest = min(wall, key=lambda r: r["seconds"])
     assert best["best_factor"] == fastest["config"]["factor"] and best["factors_run"] == [1.0, 2.0]
@@ -141,7 +142,9 @@ def test_two_processes_filling_one_results_file_keep_each_others_records(tmp_pat
     first.add(record("before_augment"))
     second.extra.setdefault("rates", {})["resnet/R=2/seed=0"] = {"read_rate": 1.0}
     second.add(record("after_batch"))
+    first.extra.setdefault("rates", {})["resnet/R=4/seed=0"] = {"read_rate": 2.0}
     first.add(record("after_augment"))
+    first.add(record("after_augment"))  # Again: replaces, does not duplicate.
     placements = [r["config"]["placement"] for r in json.loads(path.read_text())["results"]["runs"]]
     assert sorted(placements) == ["after_augment", "after_batch", "before_augment"]
-    assert "resnet/R=2/seed=0" in json.loads(path.read_text())["results"]["rates"]
+    assert set(json.loads(path.read_text())["results"]["rates"]) == {"resnet/R=2/seed=0", "resnet/R=4/seed=0"}
