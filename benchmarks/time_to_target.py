@@ -490,8 +490,11 @@ def best_factors(document: dict) -> list[dict]:
     rows = [r for r in summary_rows(document) if r["mode"] == "wallclock"]
     best = []
     for task, ratio in sorted({(r["task"], r["ratio"]) for r in rows}):
-        group = [r for r in rows if r["task"] == task and r["ratio"] == ratio and r["seconds"] is not None]
+        attempted = [r for r in rows if r["task"] == task and r["ratio"] == ratio]
+        group = [r for r in attempted if r["seconds"] is not None]
         base = next((r for r in group if r["placement"] == "none"), None)
+        measured = [v["measured_ratio"] for k, v in document["results"].get("rates", {}).items()
+                    if k.startswith(f"{task}/R={ratio:g}/")]
         if base is None or not group:
             continue
         fastest = min(group, key=lambda r: r["seconds"])
@@ -500,7 +503,9 @@ def best_factors(document: dict) -> list[dict]:
         best.append({
             "task": task, "ratio": ratio, "baseline_seconds": base["seconds"], "best_factor": fastest["factor"],
             "best_seconds": fastest["seconds"], "speedup": base["seconds"] / fastest["seconds"],
-            "factors_run": sorted(r["factor"] for r in group),
+            "measured_ratio": float(np.median(measured)) if measured else None,
+            "factors_run": sorted(r["factor"] for r in attempted),
+            "factors_not_reached": sorted(r["factor"] for r in attempted if r["seconds"] is None),
             "predicted_best_factor": fastest_predicted["factor"] if fastest_predicted else None,
             "predicted_speedup": (base["predicted_seconds"] / fastest_predicted["predicted_seconds"])
             if fastest_predicted and base["predicted_seconds"] else None,
@@ -510,11 +515,13 @@ def best_factors(document: dict) -> list[dict]:
 
 def best_factor_table(document: dict) -> str:
     """Markdown table of :func:`best_factors`."""
-    lines = ["| task | R | e run | baseline s | best e (measured) | speedup | best e (predicted) | predicted speedup |",
-             "|---|---:|---|---:|---:|---:|---:|---:|"]
+    lines = ["| task | R | measured R | e run (* target not reached) | baseline s | best e (measured) | speedup | best e (predicted) | predicted speedup |",
+             "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
     for b in best_factors(document):
         predicted = "-" if b["predicted_speedup"] is None else f"{b['predicted_speedup']:.2f}x"
-        lines.append(f"| {b['task']} | {b['ratio']:g} | {', '.join(f'{f:g}' for f in b['factors_run'])} | {b['baseline_seconds']:.0f} | "
+        measured = "-" if b["measured_ratio"] is None else f"{b['measured_ratio']:.2f}"
+        run = ", ".join(f"{f:g}" + ("*" if f in b["factors_not_reached"] else "") for f in b["factors_run"])
+        lines.append(f"| {b['task']} | {b['ratio']:g} | {measured} | {run} | {b['baseline_seconds']:.0f} | "
                      f"{b['best_factor']:g} | {b['speedup']:.2f}x | {b['predicted_best_factor'] if b['predicted_best_factor'] is None else format(b['predicted_best_factor'], 'g')} | {predicted} |")
     return "\n".join(lines)
 

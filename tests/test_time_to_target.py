@@ -70,7 +70,8 @@ def test_wallclock_mode_measures_r_and_predicts_time(finished):
     assert best["best_factor"] == fastest["config"]["factor"] and best["factors_run"] == [1.0, 2.0]
     base = next(r for r in wall if r["config"]["factor"] == 1.0)
     assert best["speedup"] == pytest.approx(base["seconds"] / fastest["seconds"])
-    assert "| resnet | 2 | 1, 2 |" in T.best_factor_table(json.loads(output.read_text()))
+    assert best["measured_ratio"] == pytest.approx(rates["measured_ratio"])
+    assert f"| resnet | 2 | {rates['measured_ratio']:.2f} | 1, 2 |" in T.best_factor_table(json.loads(output.read_text()))
 
 
 def test_rerun_skips_finished_configurations(finished):
