@@ -247,13 +247,8 @@ def fresh_examples_consumed(steps: int, per_step: int, batch_size: int, stats: e
     one; batch echoing's elements (and its buffer's) are batches.
     """
     realised = stats.factor if int(stats.fresh) else 1.0
-    return fresh_examples_read(steps, per_step, batch_size, realised, echo_shuffle)
-
-
-def fresh_examples_read(steps: int, per_step: int, batch_size: int, realised_factor: float, echo_shuffle: int = 0) -> float:
-    """:func:`fresh_examples_consumed` from the realised factor (also used to recount saved records)."""
     examples_per_element = batch_size if per_step == 1 else 1
-    return (steps * per_step + echo_shuffle) * examples_per_element / realised_factor
+    return (steps * per_step + echo_shuffle) * examples_per_element / realised
 
 
 def measure_rates(settings: TaskSettings, run: RunConfig, *, source=None, cache_dir=None, read_rate=None,
@@ -388,8 +383,8 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
             continue
         settings = tasks[run.task]
         read_rate = None
-        if run.mode == "wallclock":
-            key = f"{run.task}/R={run.ratio:g}/seed={run.seed}"
+        key = f"{run.task}/R={run.ratio:g}/seed={run.seed}" if run.mode == "wallclock" else None
+        if key is not None:
             if key not in rates:
                 free = measure_rates(settings, run, source=source, cache_dir=cache_dir, num_train_examples=plan.num_train_examples)
                 # Examples per second so that one batch takes R training steps to read.
@@ -404,13 +399,13 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
             + (f" R={run.ratio:g}" if run.ratio else "") + f" seed={run.seed}")
         record = train_to_target(run, settings, source=source, cache_dir=cache_dir, read_rate=read_rate,
                                  num_train_examples=plan.num_train_examples, log=log)
-        if run.mode == "wallclock" and record["reached"]:
-            measured = rates[f"{run.task}/R={run.ratio:g}/seed={run.seed}"]["measured"]
-            t_up, t_down = measured["upstream_seconds"], measured["downstream_seconds"]
-            fresh_batches = record["fresh_examples"] / settings.batch_size
-            record["predicted_seconds"] = fresh_batches * max(t_up, run.factor * t_down)
-        if run.mode == "wallclock":
-            record["rates"] = rates[f"{run.task}/R={run.ratio:g}/seed={run.seed}"]  # The measurement behind its throttle.
+        if key is not None:
+            record["rates"] = rates[key]  # The measurement behind its throttle.
+            if record["reached"]:
+                measured = rates[key]["measured"]
+                t_up, t_down = measured["upstream_seconds"], measured["downstream_seconds"]
+                fresh_batches = record["fresh_examples"] / settings.batch_size
+                record["predicted_seconds"] = fresh_batches * max(t_up, run.factor * t_down)
         record["command"] = results_io.command_line()
         results.add(record)
     return results
@@ -520,9 +515,10 @@ def best_factor_table(document: dict) -> str:
     for b in best_factors(document):
         predicted = "-" if b["predicted_speedup"] is None else f"{b['predicted_speedup']:.2f}x"
         measured = "-" if b["measured_ratio"] is None else f"{b['measured_ratio']:.2f}"
+        predicted_factor = "-" if b["predicted_best_factor"] is None else f"{b['predicted_best_factor']:g}"
         run = ", ".join(f"{f:g}" + ("*" if f in b["factors_not_reached"] else "") for f in b["factors_run"])
         lines.append(f"| {b['task']} | {b['ratio']:g} | {measured} | {run} | {b['baseline_seconds']:.0f} | "
-                     f"{b['best_factor']:g} | {b['speedup']:.2f}x | {b['predicted_best_factor'] if b['predicted_best_factor'] is None else format(b['predicted_best_factor'], 'g')} | {predicted} |")
+                     f"{b['best_factor']:g} | {b['speedup']:.2f}x | {predicted_factor} | {predicted} |")
     return "\n".join(lines)
 
 
