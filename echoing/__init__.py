@@ -5,15 +5,19 @@
 [0, 0, 1, 1]
 """
 
+from echoing.auto_echo import AutoEcho
+from echoing.controller import EchoController, EchoDecision
 from echoing.echo import echo
 from echoing.gradient_norms import microbatch_gradient_norms
 from echoing.measure import RatioMeasurement, measure_ratio
 from echoing.noise_scale import GradientNorms, NoiseScale, NoiseScaleEstimator
 from echoing.noise_scale_callback import NoiseScaleCallback
+from echoing.recommend import Recommendation, recommend
 from echoing.stats import EchoStats
 
 __all__ = [
     "echo", "EchoStats", "measure_ratio", "RatioMeasurement",
+    "AutoEcho", "EchoController", "EchoDecision", "recommend", "Recommendation",
     "GradientNorms", "NoiseScale", "NoiseScaleEstimator", "microbatch_gradient_norms", "NoiseScaleCallback",
 ]
 __version__ = "0.1.0"

@@ -111,10 +111,7 @@ class NoiseScale:
         noise scale doubling the batch still almost halves the steps (noise dominates), and
         above twice it the gradient is already close to the true one (curvature dominates).
         """
-        ratio = self.batch_ratio(batch_size)
-        if math.isnan(ratio):
-            return "unknown"
-        return "noise-dominated" if ratio < 0.5 else "curvature-dominated" if ratio > 2 else "critical"
+        return regime_of(self.batch_ratio(batch_size))
 
     def describe(self, batch_size: int) -> str:
         """Where training stands, in words, and what it means for batch size and echoing."""
@@ -178,6 +175,17 @@ class NoiseScaleEstimator:
             b_simple_smoothed=_ratio(smoothed_trace, smoothed_g),
             count=self.count,
         )
+
+
+def regime_of(batch_ratio: float) -> str:
+    """The regime of a batch ``batch_ratio`` times the noise scale (see :meth:`NoiseScale.regime`).
+
+    >>> regime_of(0.25), regime_of(1.0), regime_of(4.0), regime_of(float("nan"))
+    ('noise-dominated', 'critical', 'curvature-dominated', 'unknown')
+    """
+    if math.isnan(batch_ratio):
+        return "unknown"
+    return "noise-dominated" if batch_ratio < 0.5 else "curvature-dominated" if batch_ratio > 2 else "critical"
 
 
 def _ratio(trace_sigma: float, gradient_sq_norm: float) -> float:

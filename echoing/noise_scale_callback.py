@@ -182,6 +182,15 @@ class NoiseScaleCallback(keras.callbacks.Callback):
         if self._writer is not None:
             self._writer.flush()
 
+    @property
+    def noise_scale(self) -> float:
+        """The latest *smoothed* ``B_simple`` (``nan`` before it is known), as :func:`echoing.recommend` wants it.
+
+        History's ``noise_scale`` key is the latest raw estimate; this is its smoothed
+        counterpart, ``noise_scale_smoothed``.
+        """
+        return math.nan if self._latest is None else self._latest.b_simple_smoothed
+
     def describe(self) -> str:
         """Where training stands, in words (from the latest smoothed estimate)."""
         if self._latest is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numbers
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -17,13 +17,34 @@ import tensorflow as tf
 _MAX_CATCH_UP_SECONDS = 0.05
 
 
-class _RateLimiter:
-    """A pacing clock: each admission books ``amount / rate`` seconds of the link."""
+class RateLimiter:
+    """A pacing clock, one link: each admission books ``amount / rate`` seconds of it.
+
+    Pass one to :func:`throttle` instead of a number to change the rate while the dataset
+    runs, as storage that gets slower or faster does; the next admission uses the new rate.
+
+    >>> from pipelines.slow_storage import RateLimiter
+    >>> link = RateLimiter(100.0)
+    >>> link.rate = 50.0
+    >>> link.rate
+    50.0
+    """
 
     def __init__(self, rate: float) -> None:
-        self._rate = rate
+        self._rate = _check_rate("rate", rate)
         self._next = None
         self._lock = threading.Lock()
+
+    @property
+    def rate(self) -> float:
+        """Elements (or bytes) per second."""
+        return self._rate
+
+    @rate.setter
+    def rate(self, value: float) -> None:
+        value = _check_rate("rate", value)
+        with self._lock:
+            self._rate = value
 
     def admit(self, amount) -> np.int64:
         with self._lock:
@@ -39,7 +60,7 @@ class _RateLimiter:
 
 
 def throttle(
-    elements_per_second: Optional[float] = None,
+    elements_per_second: Union[float, RateLimiter, None] = None,
     *,
     bytes_per_second: Optional[float] = None,
 ) -> Callable[[tf.data.Dataset], tf.data.Dataset]:
@@ -65,7 +86,8 @@ def throttle(
     (21, True)
 
     Args:
-      elements_per_second: the link's rate in elements per second.
+      elements_per_second: the link's rate in elements per second, or a
+        :class:`RateLimiter` whose rate may change while the dataset runs.
       bytes_per_second: the link's rate in bytes per second (exactly one of the two).
 
     Returns:
@@ -76,16 +98,12 @@ def throttle(
             "throttle: give exactly one of elements_per_second and bytes_per_second, got "
             f"elements_per_second={elements_per_second!r}, bytes_per_second={bytes_per_second!r}"
         )
-    name, rate = (
-        ("elements_per_second", elements_per_second)
-        if elements_per_second is not None
-        else ("bytes_per_second", bytes_per_second)
-    )
-    if isinstance(rate, bool) or not isinstance(rate, numbers.Real):
-        raise TypeError(f"{name}: expected a positive number, got {type(rate).__name__}: {rate!r}")
-    if not np.isfinite(rate) or rate <= 0:
-        raise ValueError(f"{name}: expected a positive finite number, got {rate!r}")
-    limiter = _RateLimiter(float(rate))
+    if isinstance(elements_per_second, RateLimiter):
+        limiter = elements_per_second
+    elif elements_per_second is not None:
+        limiter = RateLimiter(_check_rate("elements_per_second", elements_per_second))
+    else:
+        limiter = RateLimiter(_check_rate("bytes_per_second", bytes_per_second))
     by_bytes = bytes_per_second is not None
 
     def admit(element):
@@ -102,6 +120,14 @@ def throttle(
         return tf.data.Dataset.zip((dataset,)).map(admit)
 
     return _apply_fn
+
+
+def _check_rate(name: str, rate) -> float:
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Real):
+        raise TypeError(f"{name}: expected a positive number, got {type(rate).__name__}: {rate!r}")
+    if not np.isfinite(rate) or rate <= 0:
+        raise ValueError(f"{name}: expected a positive finite number, got {rate!r}")
+    return float(rate)
 
 
 def _element_bytes(element) -> tf.Tensor:

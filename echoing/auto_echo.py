@@ -1,0 +1,210 @@
+"""A Keras callback that sets the echo factor during ``fit`` from the step rate it measures.
+
+:class:`AutoEcho` is a thin adapter: it timestamps the end of every training batch from
+the callback's batch hooks (the model and its step are untouched), hands the timestamps
+to an :class:`echoing.EchoController`, and assigns the controller's factor to the
+``tf.Variable`` the pipeline's :func:`echoing.echo` stage reads. The control law (probe
+e=1 and ``max_factor``, set e to about R under load, hold, re-probe on drift) is
+described in :mod:`echoing.controller`.
+
+Example, with a step of about 5 ms and an input pipeline throttled to one batch per 20 ms
+(R is about 4; the test suite checks the settled factor against that):
+
+>>> import time, keras, numpy as np, tensorflow as tf, echoing
+>>> def sleep(seconds):  # stands in for slow storage, and for an accelerator's step
+...     return tf.ensure_shape(tf.numpy_function(lambda: np.float32(time.sleep(seconds) or 0), [], tf.float32), [])
+>>> factor = tf.Variable(1.0, dtype=tf.float64)
+>>> stats = echoing.EchoStats()
+>>> ds = (tf.data.Dataset.range(10**9).batch(8).map(lambda b: tf.cast(b, tf.float32) + sleep(0.020)).unbatch()
+...       .apply(echoing.echo(factor, seed=0, stats=stats)).batch(8).prefetch(2))
+>>> model = keras.Sequential([keras.Input(()), keras.layers.Lambda(
+...     lambda x: x + sleep(0.005))])
+>>> model.compile(loss=lambda y, p: tf.reduce_mean(p) * 0.0)
+>>> auto = echoing.AutoEcho(factor, max_factor=8.0, stats=stats, verbose=0)
+>>> history = model.fit(ds.map(lambda x: (x, x)), steps_per_epoch=80, epochs=2, callbacks=[auto], verbose=0)
+>>> sorted(k for k in history.history if k != "loss")
+['echo_factor', 'fresh_examples', 'steps_per_second']
+>>> [d.phase for d in auto.decisions][:3]
+['baseline', 'probe', 'verify']
+>>> 1.5 < float(factor.numpy()) <= 8.0  # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import time
+from typing import Optional
+
+import keras
+import tensorflow as tf
+
+from echoing.controller import EchoController, EchoDecision
+from echoing.stats import EchoStats
+
+
+class AutoEcho(keras.callbacks.Callback):
+    """Sets a ``tf.Variable`` echo factor to about R, measured under load during ``fit``.
+
+    Build the pipeline with the variable as its factor, then pass the callback to ``fit``:
+
+    .. code-block:: python
+
+        factor = tf.Variable(1.0, dtype=tf.float64)
+        stats = echoing.EchoStats()
+        ds = upstream.apply(echoing.echo(factor, shuffle_buffer_size=1024, seed=0, stats=stats))
+        ds = ds.batch(128).prefetch(2)
+        auto = echoing.AutoEcho(factor, max_factor=8.0, stats=stats)
+        model.fit(ds, steps_per_epoch=500, epochs=10, callbacks=[auto])
+
+    What it measures: the seconds between the ends of consecutive training batches, from
+    ``on_train_batch_end``; windows of ``window_steps`` steps give a rate each, and each
+    measurement is the median of ``windows`` of them. The time across an epoch boundary
+    (evaluation, a new iterator) is never counted.
+
+    What it sets: ``factor``, to 1 for the baseline, to ``max_factor`` for the probe, then
+    to ``min(R * headroom, max_factor)``, or exactly 1 when training is not input-bound.
+    It re-probes when the rate drifts and checks now and then whether R has fallen; see
+    :mod:`echoing.controller` for the law and how to size ``settle_steps``.
+
+    What it logs:
+
+    * ``echo_factor``, ``steps_per_second`` (over the epoch's training steps, from the end
+      of its first step to the end of its last) and, with ``stats``, ``fresh_examples``
+      (``stats.fresh`` so far) in ``history.history`` at each epoch end;
+    * every decision in :attr:`decisions` (:class:`echoing.EchoDecision`: step, factor,
+      the measured rates and the reason);
+    * with ``log_dir``, TensorBoard scalars ``echo/factor``, ``echo/ratio`` (at each
+      decision), ``echo/steps_per_second`` and ``echo/fresh_examples`` (at each window),
+      in ``log_dir/train`` beside ``keras.callbacks.TensorBoard``'s;
+    * with ``verbose=1``, one sentence per decision.
+
+    Epochs: with a ``tf.Variable`` factor the echoed dataset's cardinality is unknown.
+    Keras then runs a first epoch until the dataset is exhausted and, for a finite
+    dataset, each later epoch until it is exhausted again. A changing factor changes how
+    many batches an epoch holds, so prefer an infinite dataset (``repeat()``) with
+    ``fit(steps_per_epoch=...)``: each epoch is then a fixed number of steps and nothing
+    is dropped or repeated between epochs.
+
+    Args:
+      factor: the scalar ``tf.Variable`` of floating dtype that the pipeline's
+        :func:`echoing.echo` stage reads.
+      max_factor: the largest factor it sets, and the one it probes at (>= 1).
+      stats: the :class:`echoing.EchoStats` of that echo stage, to log fresh examples.
+      log_dir: a TensorBoard directory, or ``None``.
+      verbose: 1 prints each decision as one sentence; 0 is silent.
+      **settings: any other setting of :class:`echoing.EchoController` (``headroom``,
+        ``settle_steps``, ``window_steps``, ``windows``, ``drift_tolerance``, ``patience``,
+        ``check_every_steps``, ...).
+
+    Attributes:
+      controller: the :class:`echoing.EchoController` that decides.
+      decisions: every decision so far (the controller's).
+
+    Raises:
+      TypeError, ValueError: for an argument of the wrong type or value, naming it.
+    """
+
+    def __init__(self, factor: tf.Variable, *, max_factor: float = 8.0, stats: Optional[EchoStats] = None,
+                 log_dir: Optional[str] = None, verbose: int = 1, **settings):
+        super().__init__()
+        if not isinstance(factor, tf.Variable):
+            raise TypeError(
+                f"factor: expected the tf.Variable that the pipeline's echoing.echo stage reads, got "
+                f"{type(factor).__name__}: {factor!r:.200}; create it as tf.Variable(1.0, dtype=tf.float64) "
+                "and pass it to echoing.echo too")
+        if not factor.dtype.is_floating:
+            raise TypeError(f"factor: the tf.Variable must have a floating dtype, got {factor.dtype.name}; "
+                            "create it as tf.Variable(1.0, dtype=tf.float64)")
+        if factor.shape.rank != 0:
+            raise ValueError(f"factor: the tf.Variable must be a scalar, got shape {factor.shape}")
+        if stats is not None and not isinstance(stats, EchoStats):
+            raise TypeError(f"stats: expected an echoing.EchoStats or None, got {type(stats).__name__}: {stats!r:.200}")
+        if log_dir is not None and not isinstance(log_dir, (str, os.PathLike)):
+            raise TypeError(f"log_dir: expected a directory path or None, got {type(log_dir).__name__}: {log_dir!r:.200}")
+        if isinstance(verbose, bool) or not isinstance(verbose, numbers.Integral) or verbose < 0:
+            raise ValueError(f"verbose: expected 0 or 1, got {verbose!r}")
+        self.factor = factor
+        self.stats = stats
+        self.log_dir = None if log_dir is None else os.fspath(log_dir)
+        self.verbose = int(verbose)
+        self.controller = EchoController(max_factor=max_factor, verbose=self.verbose, **settings)
+        self._step = 0
+        self._last_batch = -1
+        self._epoch_first = self._epoch_last = None
+        self._writer = None
+        self._windows_written = 0
+
+    @property
+    def decisions(self) -> list[EchoDecision]:
+        return self.controller.decisions
+
+    def on_train_begin(self, logs=None):
+        self.controller.interrupt()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        # The gap since the last batch (evaluation, a new iterator) is not a training step.
+        self.controller.interrupt()
+        self._last_batch = -1
+        self._epoch_first = None  # (step, time) at the end of the epoch's first batch
+        self._epoch_last = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        now = time.perf_counter()
+        # batch is the index of the last step that ran; with steps_per_execution > 1 one
+        # call covers several steps.
+        self._step += max(1, batch - self._last_batch)
+        self._last_batch = batch
+        if self._epoch_first is None:
+            self._epoch_first = (self._step, now)
+        self._epoch_last = (self._step, now)
+        decision = self.controller.observe(self._step, now)
+        if decision is not None:
+            self.factor.assign(decision.factor)
+            self._write_decision(decision)
+        self._write_windows()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None:
+            return
+        # History (added after user callbacks) records these.
+        logs["echo_factor"] = float(self.factor.numpy())
+        logs["steps_per_second"] = self._epoch_rate()
+        if self.stats is not None:
+            logs["fresh_examples"] = int(self.stats.fresh.numpy())
+
+    def on_train_end(self, logs=None):
+        if self._writer is not None:
+            self._writer.flush()
+
+    def _epoch_rate(self) -> float:
+        if self._epoch_first is None or self._epoch_last[0] == self._epoch_first[0]:
+            return math.nan
+        (first_step, first_time), (last_step, last_time) = self._epoch_first, self._epoch_last
+        return (last_step - first_step) / (last_time - first_time) if last_time > first_time else math.nan
+
+    def _summary_writer(self):
+        if self._writer is None:
+            self._writer = tf.summary.create_file_writer(os.path.join(self.log_dir, "train"))
+        return self._writer
+
+    def _write_decision(self, decision: EchoDecision) -> None:
+        if self.log_dir is None:
+            return
+        with self._summary_writer().as_default(step=decision.step):
+            tf.summary.scalar("echo/factor", decision.factor)
+            if math.isfinite(decision.ratio):
+                tf.summary.scalar("echo/ratio", decision.ratio)
+
+    def _write_windows(self) -> None:
+        rates = self.controller.window_rates
+        if self.log_dir is None or self._windows_written == len(rates):
+            return
+        with self._summary_writer().as_default():
+            for step, rate in rates[self._windows_written:]:
+                tf.summary.scalar("echo/steps_per_second", rate, step=step)
+                if self.stats is not None:
+                    tf.summary.scalar("echo/fresh_examples", int(self.stats.fresh.numpy()), step=step)
+        self._windows_written = len(rates)
