@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from benchmarks import critical_batch, results_io, throughput, time_to_target
+from benchmarks import auto_echo, critical_batch, results_io, throughput, time_to_target
 
 
 def shapes_baselines_table(document: dict) -> str:
@@ -31,6 +31,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "time_to_target": time_to_target.table,
     "time_to_target_best": time_to_target.best_factor_table,
     "critical_batch": critical_batch.table,
+    "auto_echo": auto_echo.table,
 }
 
 

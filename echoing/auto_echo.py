@@ -36,6 +36,7 @@ import math
 import numbers
 import os
 import time
+import warnings
 from typing import Optional
 
 import keras
@@ -82,11 +83,13 @@ class AutoEcho(keras.callbacks.Callback):
     * with ``verbose=1``, one sentence per decision.
 
     Epochs: with a ``tf.Variable`` factor the echoed dataset's cardinality is unknown.
-    Keras then runs a first epoch until the dataset is exhausted and, for a finite
-    dataset, each later epoch until it is exhausted again. A changing factor changes how
-    many batches an epoch holds, so prefer an infinite dataset (``repeat()``) with
-    ``fit(steps_per_epoch=...)``: each epoch is then a fixed number of steps and nothing
-    is dropped or repeated between epochs.
+    Over such a dataset without ``steps_per_epoch``, Keras 3 runs the first epoch until the
+    dataset is exhausted and takes its number of batches as every later epoch's length:
+    an epoch that a larger factor makes longer is cut there and its remaining batches are
+    dropped unseen (no warning from Keras), and a shorter one ends early ("Your input ran
+    out of data"). AutoEcho warns when ``fit`` is set up this way. Use an infinite dataset
+    (``repeat()``) with ``fit(steps_per_epoch=...)``: one iterator then runs through all
+    epochs, each a fixed number of steps, and no batch is dropped.
 
     Args:
       factor: the scalar ``tf.Variable`` of floating dtype that the pipeline's
@@ -143,6 +146,14 @@ class AutoEcho(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self.controller.interrupt()
+        params = self.params or {}
+        if params.get("steps") is None and (params.get("epochs") or 1) > 1:
+            warnings.warn(
+                "AutoEcho: fit has no steps_per_epoch and the dataset's length is unknown (a tf.Variable echo factor "
+                "makes it so). Keras takes the first epoch's number of batches as every later epoch's length: an epoch "
+                "that the echo factor makes longer is cut there and its remaining batches are dropped unseen, and a "
+                "shorter one ends early. Pass dataset.repeat() and fit(steps_per_epoch=...) instead.",
+                UserWarning, stacklevel=2)
 
     def on_epoch_begin(self, epoch, logs=None):
         # The gap since the last batch (evaluation, a new iterator) is not a training step.

@@ -37,8 +37,13 @@ micro-batch (up to 64 elements, each with the old number of copies) and any pref
 buffer after it. An echo shuffle buffer passes elements one in, one out, so it delays
 *which* elements are echoed but not the *rate*. Size ``settle_steps`` to at least
 ``max_factor * 64 / batch_size + prefetch depth`` for example echoing, or
-``max_factor + prefetch depth`` for batch echoing; the default 10 covers batches of 128
-with ``max_factor=8`` and a prefetch of 2 (``8 * 64 / 128 + 2 = 6``).
+``max_factor + prefetch depth`` for batch echoing; the default 10 covers batches of 64
+with ``max_factor=8`` and a prefetch of 2 (``8 * 64 / 64 + 2 = 10``). Those batches drain
+at the rate the step outpaces the new input: fast after a large step down, slowly after
+a check's small one, so a check waits ``settle_steps * d / (d - 1)`` steps, where ``d``
+is ``check_divisor`` (30 by default). Were a check to wait only ``settle_steps``, the
+old batches could keep the rate up through its whole measurement, and it would wrongly
+conclude that R had fallen.
 
 A measurement is the median of ``windows`` window rates, each ``window_steps`` steps long
 (steps over elapsed seconds, so a window straddles the uneven waits of batch echoing),
@@ -81,7 +86,9 @@ class EchoDecision:
       phase: the phase the controller entered (see :mod:`echoing.controller`).
       reason: one sentence, with the measured rates behind it.
       rates: the step rates (steps per second) the decision rests on, keyed by the
-        factor they were measured at, e.g. ``{"e=1": 24.6, "e=8": 84.5}``.
+        factor they were measured at, e.g. ``{"e=1": 24.6, "e=8": 84.5}``, or by their
+        role: ``"saturated"`` (the rate where the step was the bottleneck) and
+        ``"reference"`` (the rate verified at the factor held).
       ratio: the estimate of R under load after this decision (``nan`` when unknown).
     """
 
@@ -314,7 +321,7 @@ class EchoController:
         # A check helps only where the rate saturated: there, a fall of R does not show in the rate.
         if due and self.factor > 1 and self._saturates_below_max:
             self._held_factor = self.factor
-            low = max(1.0, self.factor / self.check_divisor)
+            low = round(max(1.0, self.factor / self.check_divisor), 2)
             return self._decide(step, low, "check",
                                 f"checking whether R has fallen: does e={low:g} still reach {self._reference:.1f} steps/s?",
                                 {f"e={self.factor:g}": rate})

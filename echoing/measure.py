@@ -70,7 +70,10 @@ def measure_ratio(
     Caveat: on a CPU-only machine the input pipeline and the training step share the same
     cores. Measured apart, each gets all of them; run together, each is slower, and R at
     training time can differ from this measurement. On an accelerator the two overlap
-    without competing and R is what this returns.
+    without competing and R is what this returns. :class:`echoing.AutoEcho` (or
+    :class:`echoing.EchoController` in a custom loop) measures R under load instead, from
+    the step rate at e=1 and at a large e while training runs: where the two halves share
+    a CPU, prefer its ``controller.ratio`` to this one.
 
     Example:
 

@@ -7,9 +7,10 @@ import pytest
 
 MODULES = [
     "echoing", "echoing.echo", "echoing.stats", "echoing.measure",
+    "echoing.controller", "echoing.auto_echo", "echoing.recommend",
     "echoing.noise_scale", "echoing.gradient_norms", "echoing.noise_scale_callback",
     "pipelines.slow_storage", "pipelines.staged", "pipelines.cache", "pipelines.shapes_data",
-    "pipelines.stdlib_text", "pipelines.image", "pipelines.text", "benchmarks.models", "benchmarks.critical_batch",
+    "pipelines.stdlib_text", "pipelines.image", "pipelines.text", "benchmarks.models", "benchmarks.critical_batch", "benchmarks.auto_echo",
 ]
 
 

@@ -256,6 +256,7 @@ def test_callback_logs_to_history_tensorboard_and_in_words(tmp_path, capsys):
     assert all(m["batch_size"] == 64 for m in callback.measurements)
     latest = callback.measurements[-1]
     assert history.history["noise_scale_smoothed"][-1] == latest["b_simple_smoothed"]
+    assert callback.noise_scale == latest["b_simple_smoothed"]  # The value echoing.recommend takes.
     assert history.history["batch_over_noise_scale"][-1] == pytest.approx(64 / latest["b_simple_smoothed"])
     assert len(history.history["noise_scale"]) == 2
     assert "the noise scale B_simple" in capsys.readouterr().out

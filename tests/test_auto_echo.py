@@ -1,0 +1,191 @@
+"""AutoEcho under Keras fit: a sleep-throttled upstream and a step that sleeps, so R is known.
+
+The step sleeps 10 ms and releases the CPU, and the upstream sleeps too, so the rates hold
+on a busy shared machine; tolerances are wide and the exact figures live in
+``benchmarks/auto_echo.py``.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import echoing
+from benchmarks.auto_echo import AutoEchoBenchmarkConfig, SleepStep, StepTimes, auto_run, paced_dataset, rate_between
+from pipelines.slow_storage import RateLimiter
+
+CONFIG = AutoEchoBenchmarkConfig(step_seconds=0.010, batch_size=64, warmup_steps=20, fixed_steps=60)
+
+
+@pytest.fixture(scope="module")
+def model():
+    model = SleepStep(CONFIG.step_seconds)
+    model.compile()
+    return model
+
+
+@pytest.fixture(scope="module")
+def step_rate(model):
+    """The modelled step's rate under fit with batches in memory (about 80 steps/s here)."""
+    batch = (tf.zeros([CONFIG.batch_size, 16]), tf.zeros([CONFIG.batch_size], tf.int64))
+    times = StepTimes()
+    model.fit(tf.data.Dataset.from_tensors(batch).repeat(), steps_per_epoch=80, epochs=1, verbose=0, callbacks=[times])
+    return rate_between(times.times, 20)
+
+
+def limiter_for(ratio, step_rate):
+    return RateLimiter(CONFIG.batch_size * step_rate / ratio)
+
+
+def test_at_r_4_it_settles_between_3_and_6_and_trains_near_the_step_bound_rate(model, step_rate):
+    auto, times = auto_run(model, limiter_for(4, step_rate), CONFIG, steps=320)
+    holds = [d for d in auto.decisions if d.phase == "hold"]
+    assert holds, [str(d) for d in auto.decisions]
+    assert 3 <= holds[0].factor <= 6, [str(d) for d in auto.decisions]
+    assert rate_between(times.times, holds[0].step) >= 0.8 * step_rate
+
+
+def test_at_r_one_half_it_stays_at_one(model, step_rate):
+    auto, _ = auto_run(model, limiter_for(0.5, step_rate), CONFIG, steps=200)
+    assert auto.decisions[-1].phase == "hold", [str(d) for d in auto.decisions]
+    assert auto.decisions[-1].factor <= 1.1
+    assert float(auto.factor.numpy()) <= 1.1
+
+
+def test_max_factor_is_respected(model, step_rate):
+    config = AutoEchoBenchmarkConfig(**{**CONFIG.__dict__, "max_factor": 2.5})
+    auto, _ = auto_run(model, limiter_for(6, step_rate), config, steps=200)
+    assert max(d.factor for d in auto.decisions) == 2.5
+    assert auto.decisions[-1].factor == 2.5
+
+
+def test_when_r_rises_mid_run_it_follows(model, step_rate):
+    limiter = limiter_for(2, step_rate)
+    auto, _ = auto_run(model, limiter, CONFIG, steps=450, schedule={200: CONFIG.batch_size * step_rate / 5})
+    before = [d for d in auto.decisions if d.step < 200 and d.phase == "hold"]
+    after = [d for d in auto.decisions if d.step >= 200 and d.phase == "hold"]
+    assert before and 1.5 <= before[0].factor <= 3, [str(d) for d in auto.decisions]
+    assert after and 4 <= after[0].factor <= 7.5, [str(d) for d in auto.decisions]
+    assert after[0].step - 200 <= 250
+
+
+def sleeping_model(seconds):
+    """A Sequential model whose forward pass sleeps; a zero loss keeps fit happy."""
+    sleep = lambda x: x + tf.ensure_shape(  # noqa: E731
+        tf.numpy_function(lambda: np.float32(__import__("time").sleep(seconds) or 0), [], tf.float32), [])
+    model = keras.Sequential([keras.Input((16,)), keras.layers.Lambda(sleep)])
+    model.compile(loss=lambda y, p: tf.reduce_mean(p) * 0.0)
+    return model
+
+
+def test_fit_logs_history_decisions_tensorboard_and_sentences(tmp_path, capsys):
+    factor = tf.Variable(1.0, dtype=tf.float64)
+    stats = echoing.EchoStats()
+    limiter = RateLimiter(64 / 0.02)  # One batch per 20 ms against a step of about 5 ms.
+    ds = paced_dataset(limiter, factor, CONFIG, stats).map(lambda x, y: (x, x))
+    auto = echoing.AutoEcho(factor, max_factor=8.0, stats=stats, log_dir=str(tmp_path), verbose=1)
+    history = sleeping_model(0.005).fit(ds, steps_per_epoch=70, epochs=2, callbacks=[auto], verbose=0)
+
+    assert len(history.history["echo_factor"]) == len(history.history["steps_per_second"]) == 2
+    assert history.history["echo_factor"][-1] == float(factor.numpy()) == auto.decisions[-1].factor
+    assert all(rate > 0 for rate in history.history["steps_per_second"])
+    assert history.history["fresh_examples"][-1] == int(stats.fresh.numpy()) > 0
+    assert [d.phase for d in auto.decisions][:3] == ["baseline", "probe", "verify"]
+    assert all(d.reason and d.step > 0 for d in auto.decisions)
+    assert auto.decisions[2].rates.keys() == {"e=1", "e=8"}
+
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("echo factor: step ")]
+    assert len(printed) == len(auto.decisions)
+    tags = set()
+    for event_file in (tmp_path / "train").iterdir():
+        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+            tags.update(value.tag for value in event.summary.value)
+    assert {"echo/factor", "echo/ratio", "echo/steps_per_second", "echo/fresh_examples"} <= tags
+
+
+class EpochCounts(keras.callbacks.Callback):
+    """Per epoch: steps trained, and the fresh and emitted elements the echo stage counted."""
+
+    def __init__(self, stats):
+        super().__init__()
+        self.stats, self.epochs = stats, []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.steps, self.start = 0, (int(self.stats.fresh.numpy()), int(self.stats.emitted.numpy()))
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps += 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        fresh, emitted = int(self.stats.fresh.numpy()), int(self.stats.emitted.numpy())
+        self.epochs.append({"steps": self.steps, "fresh": fresh - self.start[0], "emitted": emitted - self.start[1]})
+
+
+def finite_echoed(factor, stats):
+    """96 examples echoed by a variable factor, in batches of 8: cardinality unknown."""
+    ds = tf.data.Dataset.range(96).map(lambda i: tf.fill([16], tf.cast(i, tf.float32)))
+    return ds.apply(echoing.echo(factor, seed=0, stats=stats)).map(lambda x: (x, x)).batch(8)
+
+
+class SetFactorAtEpochEnd(keras.callbacks.Callback):
+    def __init__(self, factor, values):
+        super().__init__()
+        self.factor, self.values = factor, values
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.factor.assign(self.values[epoch])
+
+
+def test_without_steps_per_epoch_keras_cuts_a_longer_epoch_to_the_first_ones_length():
+    # What AutoEcho warns about: Keras takes the first epoch's batch count for every
+    # later epoch over a dataset of unknown length, so a longer epoch loses batches.
+    factor, stats = tf.Variable(1.0, dtype=tf.float64), echoing.EchoStats()
+    ds = finite_echoed(factor, stats)
+    assert ds.cardinality() == tf.data.UNKNOWN_CARDINALITY
+    counts = EpochCounts(stats)
+    sleeping_model(0.0).fit(ds, epochs=3, callbacks=[SetFactorAtEpochEnd(factor, [2.0, 1.0, 1.0]), counts], verbose=0)
+    first, longer, shorter = counts.epochs
+    assert first["steps"] == 96 // 8
+    # At e=2 the epoch holds 24 batches; Keras stops it near the first epoch's 12, and the
+    # rest of the epoch is never read.
+    assert longer["steps"] < 2 * 96 // 8 and longer["fresh"] < 96
+    assert shorter["steps"] == 96 // 8
+
+
+def test_auto_echo_warns_when_fit_has_no_steps_per_epoch_over_a_dataset_of_unknown_length():
+    factor, stats = tf.Variable(1.0, dtype=tf.float64), echoing.EchoStats()
+    auto = echoing.AutoEcho(factor, stats=stats, verbose=0)
+    with pytest.warns(UserWarning, match=r"AutoEcho: .*steps_per_epoch.*dropped.*repeat\(\)"):
+        sleeping_model(0.0).fit(finite_echoed(factor, stats), epochs=2, callbacks=[auto], verbose=0)
+
+
+def test_with_repeat_and_steps_per_epoch_no_batch_is_lost_between_epochs(recwarn):
+    factor, stats = tf.Variable(1.0, dtype=tf.float64), echoing.EchoStats()
+    ds = finite_echoed(factor, stats).repeat()
+    auto = echoing.AutoEcho(factor, max_factor=4.0, stats=stats, verbose=0, settle_steps=2, window_steps=3, windows=1)
+    counts = EpochCounts(stats)
+    sleeping_model(0.001).fit(ds, steps_per_epoch=25, epochs=4, callbacks=[auto, counts], verbose=0)
+    assert len({d.factor for d in auto.decisions}) > 1  # The factor changed, within and across epochs.
+    assert [e["steps"] for e in counts.epochs] == [25] * 4
+    # One iterator runs through every epoch: what was emitted and not trained on is only
+    # what is still in flight (at most one micro-batch of 64 elements at e <= 4).
+    assert 0 <= int(stats.emitted.numpy()) - 4 * 25 * 8 <= 64 * 4
+    assert not [w for w in recwarn if "AutoEcho" in str(w.message)]
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"factor": 2.0}, TypeError, r"factor: expected the tf.Variable .* got float: 2.0"),
+    ({"factor": tf.Variable(2)}, TypeError, r"factor: the tf.Variable must have a floating dtype, got int32"),
+    ({"factor": tf.Variable([1.0, 2.0])}, ValueError, r"factor: the tf.Variable must be a scalar"),
+    ({"max_factor": 0.5}, ValueError, r"max_factor: expected a finite number >= 1, got 0.5"),
+    ({"window_steps": 0}, ValueError, r"window_steps: expected an int >= 1, got 0"),
+    ({"settle_steps": -2}, ValueError, r"settle_steps: expected an int >= 0, got -2"),
+    ({"stats": "stats"}, TypeError, r"stats: expected an echoing.EchoStats or None, got str"),
+    ({"log_dir": 3}, TypeError, r"log_dir: expected a directory path or None, got int: 3"),
+    ({"verbose": -1}, ValueError, r"verbose: expected 0 or 1, got -1"),
+    ({"no_such_setting": 1}, TypeError, r"no_such_setting"),
+])
+def test_bad_settings_raise_naming_the_argument_and_the_value(kwargs, error, message):
+    arguments = {"factor": tf.Variable(1.0, dtype=tf.float64), **kwargs}
+    with pytest.raises(error, match=message):
+        echoing.AutoEcho(arguments.pop("factor"), **arguments)
