@@ -280,7 +280,7 @@ class CpuConfig:
     """
 
     cpu_ratio: float = 4.0
-    steps: int = 360
+    steps: int = 600
     repeats: int = 3
     max_factor: float = 8.0
     echo_shuffle: int = 1024
@@ -333,6 +333,9 @@ def cpu_under_load(config: CpuConfig, seed: int) -> dict:
         "auto_factor": holds[0].factor if holds else None,
         "auto_settled_step": settled,
         "auto_rate": rate_between(auto_times.times, first - 1),
+        # The whole run, from the end of the first step (after tracing), probing included.
+        "auto_seconds": auto_times.times[-1] - auto_times.times[0],
+        "fixed_seconds": fixed_times.times[-1] - fixed_times.times[0],
         "fixed_factor": fixed_factor,
         "fixed_rate": rate_between(fixed_times.times, first - 1),
         "fixed_realised_factor": fixed_stats.factor,
@@ -358,14 +361,19 @@ def run_cpu(config: CpuConfig, output: Optional[Path]) -> dict:
 def cpu_table(document: dict) -> str:
     """The README table of the ``--cpu`` run: R apart against R under load, per seed."""
     lines = ["| seed | R apart (measure_ratio) | step alone, ms | R under load (AutoEcho) | step under load, ms "
-             "| AutoEcho e | its steps/s | fixed e = R apart | its steps/s |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| AutoEcho e | its steady steps/s | fixed e = R apart | its steps/s | run seconds, AutoEcho / fixed |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     fmt = lambda v, f: "n/a" if v is None else f.format(v)  # noqa: E731
     for r in document["results"]["runs"]:
         lines.append(f"| {r['seed']} | {r['ratio_apart']:.2f} | {r['step_seconds_alone'] * 1e3:.0f} | "
                      f"{fmt(r['ratio_under_load'], '{:.2f}')} | {fmt(r['step_seconds_under_load'] and r['step_seconds_under_load'] * 1e3, '{:.0f}')} | "
-                     f"{fmt(r['auto_factor'], '{:.2f}')} | {r['auto_rate']:.2f} | {r['fixed_factor']:.2f} | {r['fixed_rate']:.2f} |")
-    return "\n".join(lines)
+                     f"{fmt(r['auto_factor'], '{:.2f}')} | {r['auto_rate']:.2f} | {r['fixed_factor']:.2f} | {r['fixed_rate']:.2f} | "
+                     f"{r['auto_seconds']:.0f} / {r['fixed_seconds']:.0f} |")
+    steps = document["settings"]["steps"]
+    return "\n".join(lines) + (
+        f"\n\nEach run trains {steps} steps. Steady rates run from the step where AutoEcho first held a factor to the end, "
+        "for both runs; run seconds cover every step after the first (tracing), AutoEcho's probes included. "
+        "Step under load: the step time at e = max_factor, where the step is the bottleneck.")
 
 
 def table(document: dict) -> str:

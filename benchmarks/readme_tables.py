@@ -32,6 +32,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "time_to_target_best": time_to_target.best_factor_table,
     "critical_batch": critical_batch.table,
     "auto_echo": auto_echo.table,
+    "auto_echo_cpu": auto_echo.cpu_table,
 }
 
 

@@ -16,20 +16,26 @@ ratio is ``min(R, max_factor)`` when ``R >= 1``, and about 1 when ``R <= 1``.
 timestamps a training loop hands it, and moves through these phases:
 
 * ``"baseline"``: factor 1; measure the rate.
-* ``"probe"``: factor ``max_factor``; measure the rate; R is the ratio of the two. A gain
-  below ``min_gain`` means training is not input-bound and the factor goes back to 1.
+* ``"probe"``: factor ``max_factor``; measure the rate and compare it with the last
+  measurement at a lower factor ``e0`` (1 at the start). A gain above ``1 + min_gain``
+  means ``e0`` was input-bound, so ``R = e0 * gain``. No gain from ``e0 = 1`` means
+  training is not input-bound and the factor goes back to 1; no gain from a larger
+  ``e0`` means ``R <= e0`` and a ``"check"`` follows.
 * ``"verify"``: factor ``clip(R * headroom, 1, max_factor)``; measure the rate. If it is
   still clearly below the saturated rate (R was under-estimated), R is re-estimated from
   the linear law and the factor raised (at most ``max_corrections`` times).
 * ``"hold"``: training runs at the chosen factor; every window's rate is compared with the
   rate measured in ``"verify"``. A drift beyond ``drift_tolerance`` for ``patience``
-  windows in a row (storage got slower or faster, the step changed) starts a new
-  ``"baseline"``.
-* ``"check"``: every ``check_every_steps`` steps of ``"hold"``, when the factor sits where
-  the rate saturated, the factor is lowered to ``factor / check_divisor`` for one
-  measurement. If R has fallen (storage got faster) the rate does not drop there, since
-  the step rate hides an over-large factor, and a new ``"baseline"`` starts; if it drops,
-  R is re-estimated from it and training goes back to ``"hold"``.
+  windows in a row (storage got slower or faster, the step changed) starts a
+  ``"probe"`` whose base is the drifted rate at the held factor, so a re-probe does not go
+  back to e=1. Every ``check_every_steps`` steps it also probes from the held factor,
+  because where the rate saturated a change of R need not show in it: a faster step leaves
+  e below the new R with the rate barely up (the probe finds a gain), and faster storage
+  leaves e above it with the rate unchanged (the probe finds none, and a check follows).
+* ``"check"``: the factor is lowered to ``held / check_divisor`` for one measurement. If
+  the rate drops, the drop re-estimates R (``R = e_low * reference / rate``) and training
+  goes back to ``"hold"``; if it does not, R has fallen below ``e_low`` and a new
+  ``"baseline"`` starts.
 
 Every measurement waits ``settle_steps`` after a change of factor, because an assignment
 reaches the batches only after what the pipeline already holds: the echo stage's current
@@ -269,7 +275,7 @@ class EchoController:
         return self._after_check(step, measured)
 
     def _after_baseline(self, step, rate):
-        self._rate_at_one = rate
+        self._base = (1.0, rate)
         if self.max_factor == 1:
             self._reference = rate
             return self._decide(step, 1.0, "hold", "max_factor is 1, so there is nothing to probe", {"e=1": rate})
@@ -277,23 +283,32 @@ class EchoController:
                             f"{rate:.1f} steps/s without echoing; probing e={self.max_factor:g}", {"e=1": rate})
 
     def _after_probe(self, step, rate):
-        base = self._rate_at_one
-        rates = {"e=1": base, f"e={self.max_factor:g}": rate}
-        gain = rate / base
-        self._saturated_rate = max(rate, base)
+        base_factor, base_rate = self._base
+        rates = {f"e={base_factor:g}": base_rate, f"e={self.max_factor:g}": rate}
+        gain = rate / base_rate
+        self._saturated_rate = max(rate, base_rate)
+        measured = f"e={self.max_factor:g} gives {rate:.1f} steps/s against {base_rate:.1f} at e={base_factor:g}"
         if gain < 1 + self.min_gain:
-            self.ratio = gain
-            return self._decide(step, 1.0, "verify",
-                                f"e={self.max_factor:g} gives {rate:.1f} steps/s against {base:.1f} at e=1, less than "
-                                f"{self.min_gain:.0%} more: training is not input-bound (R <= 1), so no echoing", rates)
-        self.ratio = gain
-        # Below max_factor * (1 - tolerance) the rate saturated: gain is R. Above, R may be larger still.
-        self._saturates_below_max = gain < self.max_factor * (1 - self.drift_tolerance)
-        factor = self._factor_for(gain)
-        bound = "R" if self._saturates_below_max else f"R >= {gain:.2f} (the rate had not saturated at e={self.max_factor:g}), so"
+            if base_factor == 1:
+                self.ratio = gain
+                return self._decide(step, 1.0, "verify",
+                                    f"{measured}, less than {self.min_gain:.0%} more: training is not input-bound (R <= 1), "
+                                    "so no echoing", rates)
+            # The step was already the bottleneck at base_factor, so R <= base_factor: a
+            # check at a lower factor tells how far it fell.
+            self._reference = base_rate
+            return self._start_check(step, base_factor, f"{measured}: the step was already the bottleneck, so R <= "
+                                                        f"{base_factor:g}", rates)
+        # On the rising line rate = e * u at base_factor: R = base_factor * gain, unless the
+        # rate had not saturated at max_factor either, when R may be larger still.
+        self.ratio = base_factor * gain
+        self._saturates_below_max = self.ratio < self.max_factor * (1 - self.drift_tolerance)
+        factor = self._factor_for(self.ratio)
+        bound = ("R" if self._saturates_below_max
+                 else f"R >= {self.ratio:.2f} (the rate had not saturated at e={self.max_factor:g}), so")
         return self._decide(step, factor, "verify",
-                            f"e={self.max_factor:g} gives {rate:.1f} steps/s against {base:.1f} at e=1: {bound} = {gain:.2f} "
-                            f"under load; setting e = min(R x {self.headroom:g}, {self.max_factor:g})", rates)
+                            f"{measured}: {bound} = {self.ratio:.2f} under load; setting e = min(R x {self.headroom:g}, "
+                            f"{self.max_factor:g})", rates)
 
     def _after_verify(self, step, rate):
         rates = {f"e={self.factor:g}": rate, "saturated": self._saturated_rate}
@@ -312,29 +327,72 @@ class EchoController:
 
     def _on_hold_window(self, step, rate):
         change = rate / self._reference - 1
-        self._drifting = self._drifting + 1 if abs(change) > self.drift_tolerance else 0
-        if self._drifting >= self.patience:
-            return self._decide(step, 1.0, "baseline",
-                                f"the step rate moved {change:+.0%} from {self._reference:.1f} to {rate:.1f} steps/s at "
-                                f"e={self.factor:g}; probing again", {f"e={self.factor:g}": rate, "reference": self._reference})
+        direction = (change > self.drift_tolerance) - (change < -self.drift_tolerance)
+        if direction != self._drift_direction:
+            self._drift_rates = []
+        self._drift_direction = direction
+        if direction:
+            self._drift_rates.append(rate)
+        if len(self._drift_rates) >= self.patience:
+            # The first drifting window may straddle the change: the extreme one is the new rate.
+            drifted = min(self._drift_rates) if direction < 0 else max(self._drift_rates)
+            return self._on_drift(step, drifted, drifted / self._reference - 1)
+        self._hold_rates = (self._hold_rates + [rate])[-self.windows:]
         due = self.check_every_steps is not None and step - self._phase_step >= self.check_every_steps
-        # A check helps only where the rate saturated: there, a fall of R does not show in the rate.
+        # Where the rate saturated, a change of R need not show in it: a faster step leaves
+        # e below the new R with the rate barely up, and faster storage leaves e above it
+        # with the rate unchanged. Probing up finds the first, a check below the second.
         if due and self.factor > 1 and self._saturates_below_max:
-            self._held_factor = self.factor
-            low = round(max(1.0, self.factor / self.check_divisor), 2)
-            return self._decide(step, low, "check",
-                                f"checking whether R has fallen: does e={low:g} still reach {self._reference:.1f} steps/s?",
-                                {f"e={self.factor:g}": rate})
+            held = statistics.median(self._hold_rates)
+            rates = {f"e={self.factor:g}": held}
+            if self.factor == self.max_factor:
+                return self._start_check(step, self.factor, "checking whether R has fallen", rates)
+            self._base = (self.factor, held)
+            self._corrections = 0
+            return self._decide(step, self.max_factor, "probe",
+                                f"re-probing: is e={self.factor:g} still at R? probing e={self.max_factor:g}", rates)
         return None
+
+    def _on_drift(self, step, rate, change):
+        """The rate moved at the held factor: storage or the step got slower or faster."""
+        moved = f"the step rate moved {change:+.0%} from {self._reference:.1f} to {rate:.1f} steps/s at e={self.factor:g}"
+        rates = {f"e={self.factor:g}": rate, "reference": self._reference}
+        if self.factor == self.max_factor:
+            if change < 0:
+                # Input-bound at max_factor already: R grew further and there is no more to echo.
+                self._reference = rate
+                return self._decide(step, self.factor, "hold", f"{moved}; e is at max_factor, holding", rates)
+            # Faster at max_factor: R fell, perhaps below max_factor, which only a lower factor shows.
+            self._reference = rate
+            self._saturates_below_max = True
+            return self._start_check(step, self.factor, moved, rates)
+        # The drifted rate is a measurement at the held factor: the probe compares with it,
+        # with no need to go back to e = 1.
+        self._base = (self.factor, rate)
+        self._corrections = 0
+        return self._decide(step, self.max_factor, "probe", f"{moved}; probing e={self.max_factor:g}", rates)
+
+    def _start_check(self, step, held, why, rates):
+        """Lowers the factor below ``held`` for one measurement against the reference rate."""
+        self._held_factor = held
+        low = round(max(1.0, held / self.check_divisor), 2)
+        return self._decide(step, low, "check",
+                            f"{why}; does e={low:g} still reach {self._reference:.1f} steps/s?", rates)
 
     def _after_check(self, step, rate):
         held, low = self._held_factor, self.factor
         rates = {f"e={low:g}": rate, f"e={held:g}": self._reference}
         if rate >= (1 - self.drift_tolerance) * self._reference:
+            if low == 1:
+                self.ratio = rate / self._reference
+                return self._decide(step, 1.0, "verify", f"e=1 still gives {rate:.1f} steps/s against {self._reference:.1f} at "
+                                                         f"e={held:g}: training is not input-bound (R <= 1), so no echoing", rates)
+            self._corrections = 0
             return self._decide(step, 1.0, "baseline",
                                 f"e={low:g} still gives {rate:.1f} steps/s against {self._reference:.1f} at e={held:g}: "
-                                "R has fallen; probing again", rates)
+                                "R has fallen; probing again from e=1", rates)
         self.ratio = low * self._reference / rate
+        self._saturates_below_max = True
         factor = self._factor_for(self.ratio)
         if abs(factor / held - 1) <= self.drift_tolerance:
             factor = held  # Within the noise of the estimate: keep the factor verified before.
@@ -364,12 +422,11 @@ class EchoController:
         decision = EchoDecision(step=step, factor=float(factor), previous_factor=self.factor, phase=phase,
                                 reason=reason, rates={k: round(v, 3) for k, v in rates.items()}, ratio=self.ratio)
         self.decisions.append(decision)
-        if phase == "baseline":
-            self._corrections = 0
         self.factor, self.phase = float(factor), phase
         self._phase_step = step
         self._rates = []
-        self._drifting = 0
+        self._drift_rates, self._drift_direction = [], 0
+        self._hold_rates = []
         # A window in progress measured the old factor.
         self._window_start = None
         self._settle_until = step + self._settle_for(decision.previous_factor, decision.factor)
@@ -382,11 +439,13 @@ class EchoController:
         self._settle_until = 0
         self._window_start = None
         self._rates: list[float] = []
-        self._rate_at_one = math.nan
+        self._base = (1.0, math.nan)  # (factor, rate) the next probe compares with
         self._saturated_rate = math.nan
         self._saturates_below_max = True
         self._reference = math.nan
-        self._drifting = 0
+        self._drift_rates: list[float] = []
+        self._drift_direction = 0
+        self._hold_rates: list[float] = []
         self._corrections = 0
         self._held_factor = 1.0
 
