@@ -233,7 +233,10 @@ class EchoController:
         if not self._started:
             self._started = True
             self._last = (step, float(timestamp))
-            return self._decide(step, 1.0, "baseline", "measuring the step rate without echoing", {})
+            decision = self._decide(step, 1.0, "baseline", "measuring the step rate without echoing", {})
+            # Whatever factor ran before is unknown here (the variable may not have held 1).
+            self._settle_until = step + self.settle_steps
+            return decision
         if step <= self._last[0]:
             raise ValueError(f"step: expected steps to increase, got {step} after {self._last[0]}")
         self._last = (step, float(timestamp))

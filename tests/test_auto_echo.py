@@ -69,6 +69,18 @@ def test_when_r_rises_mid_run_it_follows(model, step_rate):
     assert near and near[0].step - 200 <= 250, [str(d) for d in auto.decisions]
 
 
+def test_the_baseline_waits_for_a_factor_that_started_elsewhere_to_leave_the_pipeline(model, step_rate):
+    factor = tf.Variable(8.0, dtype=tf.float64)  # The user's variable did not start at 1.
+    limiter = limiter_for(4, step_rate)
+    # One window: a baseline measured while the e=8 batches still flow would read the step's rate.
+    auto = echoing.AutoEcho(factor, verbose=0, settle_steps=20, windows=1)
+    # No echo shuffle buffer, so that all 8 batches of the first e=8 micro-batch flow out.
+    config = AutoEchoBenchmarkConfig(**{**CONFIG.__dict__, "shuffle_buffer_size": 0})
+    model.fit(paced_dataset(limiter, factor, config), steps_per_epoch=40, epochs=1, verbose=0, callbacks=[auto])
+    baseline = auto.decisions[1].rates["e=1"]
+    assert baseline < 0.4 * step_rate, [str(d) for d in auto.decisions]  # About step_rate / 4.
+
+
 def sleeping_model(seconds):
     """A Sequential model whose forward pass sleeps; a zero loss keeps fit happy."""
     sleep = lambda x: x + tf.ensure_shape(  # noqa: E731

@@ -128,6 +128,15 @@ def test_interrupt_keeps_a_pause_out_of_the_rate():
     assert min(rate for _, rate in with_pause(False).window_rates) < 1  # Without it, the pause reads as a slow window.
 
 
+def test_the_first_measurement_waits_out_whatever_factor_ran_before():
+    controller = EchoController(max_factor=8.0, settle_steps=10)
+    controller.observe(0, 0.0)
+    assert [controller.observe(step, step * 0.01) for step in range(1, 10)] == [None] * 9
+    assert controller.window_rates == []  # Not even a window is started before step 10.
+    controller.observe(10, 0.1)
+    assert controller._window_start == (10, 0.1)
+
+
 def test_steps_may_skip_as_with_steps_per_execution():
     controller = EchoController(max_factor=8.0)
     now, factor = 0.0, 1.0
