@@ -46,10 +46,13 @@ buffer after it. An echo shuffle buffer passes elements one in, one out, so it d
 ``max_factor + prefetch depth`` for batch echoing; the default 10 covers batches of 64
 with ``max_factor=8`` and a prefetch of 2 (``8 * 64 / 64 + 2 = 10``). Those batches drain
 at the rate the step outpaces the new input: fast after a large step down, slowly after
-a check's small one, so a check waits ``settle_steps * d / (d - 1)`` steps, where ``d``
-is ``check_divisor`` (30 by default). Were a check to wait only ``settle_steps``, the
-old batches could keep the rate up through its whole measurement, and it would wrongly
-conclude that R had fallen.
+a check's small one. The held factor is about ``R * headroom``, so at ``held / d`` (``d``
+is ``check_divisor``) the input falls short of the step by only ``1 - headroom / d``, and
+a check waits ``settle_steps / (1 - headroom / d)`` steps (38 by default) and takes the
+lowest of its windows, since draining batches can only hold the rate up. Were it to wait
+only ``settle_steps`` and take the median, the old batches could keep the rate up through
+its measurement and it would wrongly conclude that R had fallen, most of all right after
+a probe at ``max_factor``, whose batches hold the most copies.
 
 A measurement is the median of ``windows`` window rates, each ``window_steps`` steps long
 (steps over elapsed seconds, so a window straddles the uneven waits of batch echoing),
@@ -268,7 +271,9 @@ class EchoController:
         self._rates.append(rate)
         if len(self._rates) < self.windows:
             return None
-        measured = statistics.median(self._rates)
+        # Old batches still draining can only hold a check's rate up, never down: its lowest
+        # window is the one that has settled.
+        measured = min(self._rates) if self.phase == "check" else statistics.median(self._rates)
         if self.phase == "baseline":
             return self._after_baseline(step, measured)
         if self.phase == "probe":
@@ -412,10 +417,12 @@ class EchoController:
         if factor == previous:
             return 0
         if self.phase == "check":
-            # Lowering e by check_divisor leaves the step waiting on only a fraction
-            # 1 - 1/check_divisor of the time, so the batches still echoed at the old factor
-            # drain that many times slower than after a large step down.
-            return math.ceil(self.settle_steps * self.check_divisor / (self.check_divisor - 1))
+            # The held factor is about R * headroom, so at held / check_divisor the input
+            # falls short of the step by only 1 - headroom / check_divisor (27% by default):
+            # the batches still echoed at the old factor drain that many times slower than
+            # after a large step down.
+            shortfall = max(1 - self.headroom / self.check_divisor, 1 - 1 / self.check_divisor)
+            return math.ceil(self.settle_steps / shortfall)
         return self.settle_steps
 
     def _factor_for(self, ratio: float) -> float:
