@@ -25,7 +25,7 @@ load, with a real training step on this machine's CPU (the ResNet-8 task of
 :mod:`benchmarks.time_to_target`, echoing before augmentation). The read is throttled so
 that :func:`echoing.measure_ratio` gives ``R = cpu_ratio``; then AutoEcho trains, and a
 run at the fixed ``e = R measured apart`` beside it. Results go to
-``benchmarks/results/auto_echo_cpu.json`` (about 10 minutes).
+``benchmarks/results/auto_echo_cpu.json`` (about 20 minutes).
 """
 
 from __future__ import annotations
@@ -413,7 +413,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two values of R, one repeat (about 2 minutes)")
     parser.add_argument("--cpu", action="store_true",
-                        help="R measured apart against R under load with the ResNet-8 step on this CPU (about 10 minutes)")
+                        help="R measured apart against R under load with the ResNet-8 step on this CPU (about 20 minutes)")
     parser.add_argument("--output", type=Path, default=None,
                         help="results JSON (default: benchmarks/results/auto_echo.json; --quick writes nothing unless given)")
     args = parser.parse_args(argv)

@@ -46,7 +46,11 @@ def test_at_r_4_it_settles_between_3_and_6_and_trains_near_the_step_bound_rate(m
 
 
 def test_at_r_one_half_it_stays_at_one(model, step_rate):
-    auto, _ = auto_run(model, limiter_for(0.5, step_rate), CONFIG, steps=200)
+    # Small batches: at 64 per batch the per-element read itself costs enough CPU to make
+    # the upstream the bottleneck at e=1 on a busy 2-core host (R under load came out 1.3).
+    config = AutoEchoBenchmarkConfig(**{**CONFIG.__dict__, "batch_size": 16})
+    limiter = RateLimiter(config.batch_size * step_rate / 0.5)
+    auto, _ = auto_run(model, limiter, config, steps=200)
     holds = [d for d in auto.decisions if d.phase == "hold"]
     # A noisy neighbour may trigger another probe (harmless at R < 1); every factor held is 1.
     assert holds and all(d.factor <= 1.1 for d in holds), [str(d) for d in auto.decisions]
