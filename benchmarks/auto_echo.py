@@ -17,15 +17,16 @@ For every R, each repeat measures side by side:
 A last scenario changes R mid-run (slower storage, then faster again) and counts the steps
 AutoEcho takes to hold a factor near the new R.
 
-Run ``python -m benchmarks.auto_echo`` (about 15 minutes, alone on the machine) for
-``benchmarks/results/auto_echo.json``; ``--quick`` for a short check (about 2 minutes).
+Run ``python -m benchmarks.auto_echo`` (about 15 minutes, alone on the machine); results
+go to ``runs/auto_echo.json`` (``--output-dir benchmarks/results`` regenerates the committed
+file); ``--quick`` for a short check (about 2 minutes).
 
 ``--cpu`` measures instead what the modelled step hides: R measured apart against R under
 load, with a real training step on this machine's CPU (the ResNet-8 task of
 :mod:`benchmarks.time_to_target`, echoing before augmentation). The read is throttled so
 that :func:`echoing.measure_ratio` gives ``R = cpu_ratio``; then AutoEcho trains, and a
 run at the fixed ``e = R measured apart`` beside it. Results go to
-``benchmarks/results/auto_echo_cpu.json`` (about 20 minutes).
+``auto_echo_cpu.json`` in the output folder (about 20 minutes).
 """
 
 from __future__ import annotations
@@ -414,17 +415,15 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="two values of R, one repeat (about 2 minutes)")
     parser.add_argument("--cpu", action="store_true",
                         help="R measured apart against R under load with the ResNet-8 step on this CPU (about 20 minutes)")
-    parser.add_argument("--output", type=Path, default=None,
-                        help="results JSON (default: benchmarks/results/auto_echo.json; --quick writes nothing unless given)")
+    results_io.add_output_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.cpu:
-        document = run_cpu(CpuConfig(), args.output or results_io.RESULTS_DIR / "auto_echo_cpu.json")
-        print(cpu_table(document))
-        return
-    config = QUICK if args.quick else AutoEchoBenchmarkConfig()
-    output = args.output if args.output is not None or args.quick else results_io.RESULTS_DIR / "auto_echo.json"
-    document = run(config, output)
-    print(table(document))
+        output = args.output_dir / "auto_echo_cpu.json"
+        print(cpu_table(run_cpu(CpuConfig(), output)))
+    else:
+        output = args.output_dir / ("auto_echo_quick.json" if args.quick else "auto_echo.json")
+        print(table(run(QUICK if args.quick else AutoEchoBenchmarkConfig(), output)))
+    print(f"\nresults: {output}")
 
 
 if __name__ == "__main__":

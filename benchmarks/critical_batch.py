@@ -14,9 +14,9 @@ A second measurement times the callback's overhead at a measurement every 10 ste
 steps per second with and without it, alternated on one model over batches held in memory
 (so that only the training step is timed), medians over repeats.
 
-Run ``python -m benchmarks.critical_batch``; results go to
-``benchmarks/results/critical_batch.json`` (resumable: finished batch sizes are kept) and
-the figure to ``critical_batch.png`` beside it.
+Run ``python -m benchmarks.critical_batch``; results go to ``runs/critical_batch.json``
+(resumable: finished batch sizes are kept) and the figure to ``critical_batch.png`` beside
+it; ``--output-dir benchmarks/results`` regenerates the committed ones.
 """
 
 from __future__ import annotations
@@ -316,7 +316,7 @@ def main(argv=None) -> None:
     parser.add_argument("--batch-sizes", nargs="+", type=int)
     parser.add_argument("--seeds", nargs="+", type=int)
     parser.add_argument("--no-overhead", action="store_true", help="skip the callback-overhead measurement")
-    parser.add_argument("--output", type=Path, default=results_io.RESULTS_DIR / "critical_batch.json")
+    results_io.add_output_dir_argument(parser)
     parser.add_argument("--fresh", action="store_true", help="discard the results file instead of resuming it")
     args = parser.parse_args(argv)
     settings = CriticalBatchSettings()
@@ -324,12 +324,13 @@ def main(argv=None) -> None:
         settings = dataclasses.replace(settings, batch_sizes=tuple(args.batch_sizes))
     if args.seeds:
         settings = dataclasses.replace(settings, seeds=tuple(args.seeds))
-    if args.fresh and args.output.exists():
-        args.output.unlink()
-    run(settings, args.output, overhead=not args.no_overhead)
-    print(table(results_io.read_results(args.output)))
-    print(f"plot: {plot(args.output)}")
-    print(f"results: {args.output}")
+    output = args.output_dir / "critical_batch.json"
+    if args.fresh and output.exists():
+        output.unlink()
+    run(settings, output, overhead=not args.no_overhead)
+    print(table(results_io.read_results(output)))
+    print(f"plot: {plot(output)}")
+    print(f"results: {output}")
 
 
 if __name__ == "__main__":

@@ -7,12 +7,12 @@
 * ``*_fresh_vs_shuffle.png``: fresh examples to target against the echo shuffle buffer
   size (Fig. 7).
 
-Run ``python -m benchmarks.plots benchmarks/results/time_to_target.json``.
+Run ``python -m benchmarks.plots RESULTS.json``; the figures go beside the file.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import matplotlib
@@ -92,6 +92,16 @@ def _fresh_vs_shuffle(task, rows):
     return figure
 
 
-if __name__ == "__main__":
-    for written in plot_all(Path(sys.argv[1]) if len(sys.argv) > 1 else results_io.RESULTS_DIR / "time_to_target.json"):
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path, nargs="?", default=results_io.RESULTS_DIR / "time_to_target.json",
+                        help="a time_to_target results JSON; the figures go beside it (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if not args.results.exists():
+        parser.error(f"results: no such file: {args.results}")
+    for written in plot_all(args.results):
         print(written)
+
+
+if __name__ == "__main__":
+    main()

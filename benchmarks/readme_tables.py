@@ -7,6 +7,7 @@ with the renderer registered below, so no figure in the README is typed by hand.
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 from typing import Callable
@@ -69,5 +70,14 @@ def update_readme(readme: Path = README, results_dir: Path = results_io.RESULTS_
     return done
 
 
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results-dir", type=Path, default=results_io.RESULTS_DIR,
+                        help="where the results files are (default: the committed benchmarks/results/)")
+    parser.add_argument("--readme", type=Path, default=README, help="the Markdown file to rewrite (default: the README)")
+    args = parser.parse_args(argv)
+    print("updated:", ", ".join(update_readme(args.readme, args.results_dir)) or "nothing")
+
+
 if __name__ == "__main__":
-    print("updated:", ", ".join(update_readme()) or "nothing")
+    main()

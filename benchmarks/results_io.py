@@ -10,7 +10,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# The committed results, regenerated only by the commands the README names for them
+# (each passes ``--output-dir benchmarks/results``).
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+# Where a user's runs go by default: relative to the working directory, ignored by git.
+RUNS_DIR = Path("runs")
+
+
+def add_output_dir_argument(parser) -> None:
+    """The ``--output-dir`` option every benchmark takes, with the same default and help."""
+    parser.add_argument(
+        "--output-dir", type=Path, default=RUNS_DIR, metavar="DIR",
+        help=f"folder for the results JSON (and plots); default: {RUNS_DIR}/, ignored by git. "
+             "`--output-dir benchmarks/results` regenerates the committed results the README's tables come from")
 
 
 def machine() -> dict[str, Any]:
@@ -57,7 +70,7 @@ def command_line() -> str:
     return " ".join([program] + sys.argv[1:])
 
 
-def write_results(name: str, settings: dict[str, Any], results: dict[str, Any], directory: Path = RESULTS_DIR) -> Path:
+def write_results(name: str, settings: dict[str, Any], results: dict[str, Any], directory: Path) -> Path:
     """Writes ``directory/name.json`` with machine, versions, settings and results; returns its path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.json"

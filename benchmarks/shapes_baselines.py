@@ -3,9 +3,10 @@
 Both train through the same image pipeline (:mod:`pipelines.image`, no echo) for the same
 number of steps and are evaluated on the held-out split. The embedded data is meant to
 carry its class in shape only, so the linear model should stay near chance (0.10) while
-the ResNet learns it. Writes ``benchmarks/results/shapes_baselines.json``.
+the ResNet learns it.
 
-Run: ``python -m benchmarks.shapes_baselines`` (about 3 minutes on 2 cores).
+Run: ``python -m benchmarks.shapes_baselines`` (about 3 minutes on 2 cores); it writes
+``runs/shapes_baselines.json``, or the committed file with ``--output-dir benchmarks/results``.
 """
 
 from __future__ import annotations
@@ -77,14 +78,15 @@ def run(config: BaselineConfig, output: Optional[Path]) -> dict:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=BaselineConfig.steps)
-    parser.add_argument("--output", type=Path, default=results_io.RESULTS_DIR / "shapes_baselines.json")
+    results_io.add_output_dir_argument(parser)
     args = parser.parse_args(argv)
-    results = run(BaselineConfig(steps=args.steps), args.output)
+    output = args.output_dir / "shapes_baselines.json"
+    results = run(BaselineConfig(steps=args.steps), output)
     print("| model | steps | eval accuracy | train seconds |\n|---|---:|---:|---:|")
     for key in ("linear", "resnet"):
         row = results[key]
         print(f"| {row['model']} | {row['steps']} | {row['eval_accuracy']:.3f} | {row['train_seconds']:.0f} |")
-    print(f"\nresults: {args.output}")
+    print(f"\nresults: {output}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ every configuration). Every configuration is warmed up first; the repeats go rou
 over the configurations so that machine noise hits them alike; medians are reported.
 
 Run ``python -m benchmarks.throughput --quick`` (about a minute) or without ``--quick``
-for the figures in ``benchmarks/results/throughput.json``.
+for the full figures, in ``runs/`` (``--output-dir benchmarks/results`` regenerates the
+committed ``throughput.json``).
 """
 
 from __future__ import annotations
@@ -230,7 +231,7 @@ def run(config: ThroughputConfig, output: Path | None) -> dict:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer, shorter repeats (about a minute)")
-    parser.add_argument("--output", type=Path, default=None, help="results JSON (default: benchmarks/results/throughput[_quick].json)")
+    results_io.add_output_dir_argument(parser)
     parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--memory-factor", type=float, default=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -238,7 +239,7 @@ def main(argv=None) -> None:
         print(json.dumps(memory_child(args.memory_child, args.memory_factor)))
         return
     config = QUICK if args.quick else ThroughputConfig()
-    output = args.output or results_io.RESULTS_DIR / ("throughput_quick.json" if args.quick else "throughput.json")
+    output = args.output_dir / ("throughput_quick.json" if args.quick else "throughput.json")
     document = run(config, output)
     print(table(document))
     print(f"\nresults: {output}")

@@ -14,12 +14,13 @@ from echoing.stats import EchoStats
 Factor = Union[int, float, tf.Variable]
 
 # Small fixed-shape elements are echoed a micro-batch at a time: one gather over up to
-# _MAX_MICRO_BATCH elements costs far less than a dataset per element (DESIGN.md §4:
-# flat_map of from_tensors(...).repeat(e) costs ~40 us per element, a repeat over a
-# micro-batch and unbatch reaches 0.9-1.0 of e x the input rate). 64 elements and
-# 256 KiB per micro-batch measured best on this machine with 32x32x3 float32 images
-# (benchmarks/throughput.py); beyond that the gather copy dominates, and a larger
-# micro-batch adds latency and lag for a tf.Variable factor.
+# _MAX_MICRO_BATCH elements costs far less than a dataset per element. The paper's
+# one-liner, flat_map of from_tensors(...).repeat(e), ran 4.2-4.8x slower than this stage
+# on 32x32x3 images, and behind a throttled read this stage emits 0.998-1.002 of e times
+# the read rate (benchmarks/results/throughput.json, `python -m benchmarks.throughput`).
+# The sizes are a choice, not a sweep: a micro-batch is one gather's copy, and a larger
+# one adds latency and lag for a tf.Variable factor (each element of it already carries
+# its number of copies), so it stays small.
 _MAX_MICRO_BATCH = 64
 _MICRO_BATCH_BYTES = 256 * 1024
 # A string's size is unknown until run time; assume a short one when sizing a micro-batch.
@@ -98,9 +99,7 @@ def echo(
     Raises:
       TypeError, ValueError: for an argument of the wrong type or value, naming it.
     """
-    _check_factor(factor)
-    _check_shuffle_buffer_size(shuffle_buffer_size)
-    _check_seed(seed)
+    check_echo_settings(factor, shuffle_buffer_size=shuffle_buffer_size, seed=seed)
     if stats is not None and not isinstance(stats, EchoStats):
         raise TypeError(f"stats: expected an echoing.EchoStats or None, got {stats!r}")
     if stats is not None:
@@ -119,6 +118,28 @@ def echo(
         return echoed
 
     return _apply_fn
+
+
+def check_echo_settings(factor, *, shuffle_buffer_size=0, seed=None) -> None:
+    """Raises unless :func:`echo` accepts these settings; builds nothing.
+
+    For configurations that validate when they are made, long before a pipeline is built
+    (``pipelines.EchoConfig``). Errors name the argument and show the value.
+
+    Example:
+
+    >>> check_echo_settings(2.5, shuffle_buffer_size=64, seed=0)
+    >>> check_echo_settings(0.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: factor: the echo factor must be finite and >= 1, got 0.5
+
+    Raises:
+      TypeError, ValueError: for an argument of the wrong type or value, naming it.
+    """
+    _check_factor(factor)
+    _check_shuffle_buffer_size(shuffle_buffer_size)
+    _check_seed(seed)
 
 
 def _echo_elements(dataset, factor, seed, stats):

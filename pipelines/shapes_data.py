@@ -21,6 +21,7 @@ from typing import Optional
 
 import numpy as np
 import tensorflow as tf
+from tqdm import tqdm
 
 from pipelines import cache
 
@@ -195,7 +196,10 @@ def tfrecord_files(split: str, num_examples: Optional[int] = None, cache_dir: Op
     name = f"shapes32-v{_VERSION}-{split}-{num_examples}"
 
     def build(directory: Path) -> None:
-        for shard, start in enumerate(range(0, num_examples, _SHARD_EXAMPLES)):
+        # Generation takes about a minute and a half for the default train split; show it
+        # (tqdm stays silent when stderr is not a terminal).
+        starts = range(0, num_examples, _SHARD_EXAMPLES)
+        for shard, start in enumerate(tqdm(starts, desc=f"generating {name} (once)", unit="shard", disable=None)):
             count = min(_SHARD_EXAMPLES, num_examples - start)
             images, labels = generate_split(split, count, start)
             with tf.io.TFRecordWriter(str(directory / f"{split}-{shard:05d}.tfrecord")) as writer:

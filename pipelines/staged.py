@@ -25,6 +25,7 @@ from typing import Optional, Sequence
 import tensorflow as tf
 
 import echoing
+from echoing.echo import check_echo_settings
 
 NONE = "none"
 EXAMPLE = "example"
@@ -65,8 +66,8 @@ class EchoConfig:
     def __post_init__(self):
         if self.placement not in PLACEMENTS:
             raise ValueError(f"placement: expected one of {PLACEMENTS}, got {self.placement!r}")
-        # echoing.echo validates factor, buffer size and seed with the argument names.
-        echoing.echo(self.factor, shuffle_buffer_size=self.shuffle_buffer_size, seed=self.seed)
+        # The same checks echoing.echo makes, with the same argument names.
+        check_echo_settings(self.factor, shuffle_buffer_size=self.shuffle_buffer_size, seed=self.seed)
 
     @property
     def echoes(self) -> bool:

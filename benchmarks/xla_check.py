@@ -1,0 +1,106 @@
+"""XLA on or off per task: the training step's rate with and without ``jit_compile`` on this host.
+
+:func:`benchmarks.time_to_target.build_model` compiles each task with the setting in
+:data:`benchmarks.time_to_target.JIT_COMPILE`; this measures the choice. Each task's model
+trains on one batch held in memory (so that only the step is timed), with XLA off and on
+alternated over repeats so that machine noise hits both alike; the figure is the median
+steps per second after warm-up, and the ratio is taken within each repeat.
+
+Run ``python -m benchmarks.xla_check`` (about 3 minutes, alone on the machine); results
+go to ``runs/xla_check.json`` (``--output-dir benchmarks/results`` regenerates the
+committed file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+
+import tensorflow as tf
+
+from benchmarks import results_io
+from benchmarks import time_to_target as ttt
+from benchmarks.auto_echo import StepTimes, rate_between
+
+
+@dataclasses.dataclass(frozen=True)
+class XlaCheckConfig:
+    """Settings of the check.
+
+    Attributes:
+      tasks: keys of :data:`benchmarks.time_to_target.TASKS`.
+      warmup_steps: steps not timed (tracing, XLA compilation).
+      steps: steps timed after warm-up.
+      repeats: off/on pairs per task.
+    """
+
+    tasks: tuple[str, ...] = ("resnet", "transformer")
+    warmup_steps: int = 10
+    steps: int = 40
+    repeats: int = 3
+
+
+def batch_of(settings: ttt.TaskSettings) -> tuple[tf.Tensor, tf.Tensor]:
+    """One batch of the task's shapes and dtypes (the values do not change a step's cost)."""
+    if settings.name == "resnet":
+        return tf.random.stateless_uniform([settings.batch_size, 32, 32, 3], [0, 0]), tf.zeros([settings.batch_size], tf.int64)
+    length = settings.model["sequence_length"]
+    tokens = tf.random.stateless_uniform([settings.batch_size, length], [0, 0], maxval=255, dtype=tf.int32)
+    return tokens, tokens
+
+
+def step_rate(settings: ttt.TaskSettings, jit_compile: bool, config: XlaCheckConfig) -> float:
+    """Steps per second of ``fit`` on one batch held in memory, after warm-up."""
+    model = ttt.build_model(settings, jit_compile=jit_compile)
+    times = StepTimes()
+    dataset = tf.data.Dataset.from_tensors(batch_of(settings)).repeat()
+    model.fit(dataset, steps_per_epoch=config.warmup_steps + config.steps, epochs=1, verbose=0, callbacks=[times])
+    return rate_between(times.times, config.warmup_steps)
+
+
+def run(config: XlaCheckConfig, output) -> dict:
+    results = {}
+    for task in config.tasks:
+        settings = ttt.TASKS[task]
+        pairs = []
+        for repeat in range(config.repeats):
+            off, on = step_rate(settings, False, config), step_rate(settings, True, config)
+            pairs.append({"off": off, "on": on, "on_over_off": on / off})
+            print(f"{task} repeat {repeat}: XLA off {off:.2f}, on {on:.2f} steps/s")
+        results[task] = {
+            "repeats": pairs,
+            "off_median": statistics.median(p["off"] for p in pairs),
+            "on_median": statistics.median(p["on"] for p in pairs),
+            "on_over_off_median": statistics.median(p["on_over_off"] for p in pairs),
+            "on_over_off_range": [min(p["on_over_off"] for p in pairs), max(p["on_over_off"] for p in pairs)],
+            "chosen": ttt.JIT_COMPILE[task],
+        }
+    results_io.write_results(output.stem, dataclasses.asdict(config), results, output.parent)
+    return {"settings": dataclasses.asdict(config), "results": results}
+
+
+def table(document: dict) -> str:
+    """The README table: steps per second with XLA off and on, per task."""
+    lines = ["| task | XLA off, steps/s | XLA on, steps/s | on / off (range) | used by the benchmarks |",
+             "|---|---:|---:|---:|---|"]
+    for task, r in document["results"].items():
+        low, high = r["on_over_off_range"]
+        lines.append(f"| {task} | {r['off_median']:.2f} | {r['on_median']:.2f} | {r['on_over_off_median']:.2f} "
+                     f"({low:.2f}-{high:.2f}) | {'on' if r['chosen'] else 'off'} |")
+    return "\n".join(lines) + f"\n\nMedians over {document['settings']['repeats']} off/on pairs, one batch held in memory."
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one repeat of a few steps (a check that it runs)")
+    results_io.add_output_dir_argument(parser)
+    args = parser.parse_args(argv)
+    config = XlaCheckConfig(warmup_steps=2, steps=3, repeats=1) if args.quick else XlaCheckConfig()
+    output = args.output_dir / ("xla_check_quick.json" if args.quick else "xla_check.json")
+    print(table(run(config, output)))
+    print(f"\nresults: {output}")
+
+
+if __name__ == "__main__":
+    main()
