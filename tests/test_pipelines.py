@@ -61,6 +61,25 @@ def test_bad_echo_config_is_rejected(kwargs, error, message):
         EchoConfig(**kwargs)
 
 
+def test_echo_config_validates_without_building_an_echo_stage(monkeypatch):
+    def no_stage(*args, **kwargs):
+        raise AssertionError("EchoConfig built an echo stage")
+
+    monkeypatch.setattr(echoing, "echo", no_stage)
+    assert EchoConfig("before_augment", 2.5, shuffle_buffer_size=8, seed=1).factor == 2.5
+    with pytest.raises(TypeError, match="seed: expected an int or None, got str: 'x'"):
+        EchoConfig("before_augment", 2, seed="x")
+
+
+def test_pipelines_exports_what_a_user_needs():
+    import pipelines
+
+    for name in pipelines.__all__:
+        assert getattr(pipelines, name) is not None, name
+    assert pipelines.image_train_dataset is image.train_dataset and pipelines.text_eval_dataset is text.eval_dataset
+    assert pipelines.EchoConfig is EchoConfig and pipelines.IMAGE_ECHO_POINTS == image.ECHO_POINTS
+
+
 def test_text_pipeline_has_no_augmentation_echo_points(cache_dir):
     for point in ("before_augment", "after_augment"):
         with pytest.raises(ValueError, match=f"placement: the text pipeline has no echo point '{point}'"):

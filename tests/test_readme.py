@@ -9,13 +9,62 @@ from benchmarks import readme_tables, throughput
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def python_blocks(path: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", path.read_text(), re.DOTALL)
+
+
 def test_readme_python_examples_run(capsys):
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
-    assert blocks
+    blocks = python_blocks(ROOT / "README.md")
+    assert len(blocks) >= 4  # Wrap your own pipeline, the tour, AutoEcho, pipelines.
+    outputs = []
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {})
-    fresh, emitted = capsys.readouterr().out.split()[:2]
+        outputs.append(capsys.readouterr().out)
+    tour = next(out for block, out in zip(blocks, outputs) if "stats.fresh" in block)
+    fresh, emitted = tour.split()[:2]
     assert int(fresh) == 10 and 20 <= int(emitted) <= 30
+
+
+def markdown_files() -> list[Path]:
+    return [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
+
+
+def anchors_of(path: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", path.read_text(), flags=re.DOTALL), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_docs_exist_and_the_readme_links_them():
+    text = (ROOT / "README.md").read_text()
+    for page in ("domain.md", "choosing.md", "design.md"):
+        assert (ROOT / "docs" / page).exists() and f"](docs/{page})" in text
+
+
+def test_every_relative_link_resolves_inside_the_repository():
+    checked = 0
+    for path in markdown_files():
+        text = re.sub(r"```.*?```", "", path.read_text(), flags=re.DOTALL)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue  # http(s) and mailto links leave the repository on purpose.
+            file_part, _, anchor = target.partition("#")
+            resolved = (path.parent / file_part).resolve() if file_part else path
+            assert resolved.is_relative_to(ROOT), f"{path.name}: {target} leaves the repository"
+            assert resolved.exists(), f"{path.name}: {target} does not exist"
+            if anchor and resolved.suffix == ".md":
+                assert anchor in anchors_of(resolved), f"{path.name}: no heading #{anchor} in {resolved.name}"
+            checked += 1
+    assert checked >= 10
+
+
+def test_nothing_in_the_project_refers_outside_the_repository():
+    tracked = [p for p in ROOT.rglob("*") if p.is_file() and p.suffix in {".py", ".md", ".cfg", ".toml", ""}
+               and not any(part in {".git", ".venv", "runs", "__pycache__"} or part.endswith(".egg-info") for part in p.relative_to(ROOT).parts)]
+    for path in tracked:
+        text = path.read_text(errors="replace")
+        for needle in ("../shared", "DESIGN.md", "STYLE-ANCHORS"):
+            assert needle not in text or path == Path(__file__), f"{path.relative_to(ROOT)} mentions {needle}"
 
 
 def test_readme_gives_the_two_setup_commands():
