@@ -382,6 +382,7 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
     # carries the command that produced it instead.
     results = ResultsFile(output, {"tasks": {k: dataclasses.asdict(v) for k, v in tasks.items()}})
     runs = planned_runs(plan)
+    started = time.perf_counter()
     for index, run in enumerate(runs, 1):
         rates = results.extra.setdefault("rates", {})  # Fresh each time: add() merges in other processes' rates.
         if results.done(run):
@@ -401,7 +402,8 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
                 log(f"{key}: {throttled}")
             read_rate = rates[key]["read_rate"]
         log(f"[{index}/{len(runs)}] {run.mode} {run.task} {run.placement} e={run.factor:g} shuffle={run.echo_shuffle}"
-            + (f" R={run.ratio:g}" if run.ratio else "") + f" seed={run.seed}")
+            + (f" R={run.ratio:g}" if run.ratio else "") + f" seed={run.seed}"
+            + f"  ({(time.perf_counter() - started) / 60:.0f} min so far)")
         record = train_to_target(run, settings, source=source, cache_dir=cache_dir, read_rate=read_rate,
                                  num_train_examples=plan.num_train_examples, log=log)
         if key is not None:

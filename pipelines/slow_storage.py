@@ -13,7 +13,8 @@ import tensorflow as tf
 # After the consumer has left the link idle for this long, the schedule restarts from
 # "now" instead of letting elements through in a burst to catch up: a network link does
 # not bank unused bandwidth. Shorter gaps are caught up on, which is what keeps the long-run
-# rate exact despite sleep overshoot (time.sleep wakes ~0.1 ms late on this machine).
+# rate exact despite sleep overshoot (time.sleep wakes a little late; by how much here:
+# `python -m timeit -s "import time" "time.sleep(0.001)"` against 1 msec).
 _MAX_CATCH_UP_SECONDS = 0.05
 
 
