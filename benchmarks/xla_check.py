@@ -3,7 +3,7 @@
 :func:`benchmarks.time_to_target.build_model` compiles each task with the setting in
 :data:`benchmarks.time_to_target.JIT_COMPILE`; this measures the choice. Each task's model
 trains on one batch held in memory (so that only the step is timed), with XLA off and on
-alternated over repeats so that machine noise hits both alike; the figure is the median
+alternated over repeats (and which goes first) so that machine noise hits both alike; the figure is the median
 steps per second after warm-up, and the ratio is taken within each repeat.
 
 Run ``python -m benchmarks.xla_check`` (about 3 minutes, alone on the machine); results
@@ -65,7 +65,13 @@ def run(config: XlaCheckConfig, output) -> dict:
         settings = ttt.TASKS[task]
         pairs = []
         for repeat in range(config.repeats):
-            off, on = step_rate(settings, False, config), step_rate(settings, True, config)
+            # Alternate which goes first, so that warming the machine favours neither.
+            if repeat % 2 == 0:
+                off = step_rate(settings, False, config)
+                on = step_rate(settings, True, config)
+            else:
+                on = step_rate(settings, True, config)
+                off = step_rate(settings, False, config)
             pairs.append({"off": off, "on": on, "on_over_off": on / off})
             print(f"{task} repeat {repeat}: XLA off {off:.2f}, on {on:.2f} steps/s")
         results[task] = {
