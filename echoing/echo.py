@@ -9,6 +9,7 @@ from typing import Callable, Optional, Union
 
 import tensorflow as tf
 
+from echoing import external_state
 from echoing.stats import EchoStats
 
 Factor = Union[int, float, tf.Variable]
@@ -115,6 +116,10 @@ def echo(
         if shuffle_buffer_size > 0:
             # After the echo stage, so that the copies of one element land apart (paper §3.5).
             echoed = echoed.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+        if stats is not None or isinstance(factor, tf.Variable):
+            # Its variable reads and writes would block iterator checkpoints; their state
+            # is saved elsewhere (see echoing/external_state.py).
+            echoed = external_state.ignore_echo_state(echoed, dataset)
         return echoed
 
     return _apply_fn
@@ -195,24 +200,46 @@ def _echo_in_micro_batches(source, copies, stats):
         counts = copies(group_seed, n)
         # tf.repeat of the indices keeps each element's copies adjacent and in order.
         indices = tf.repeat(tf.range(n), counts)
-        deps = [] if stats is None else [stats._count(n, tf.reduce_sum(counts))]
-        with tf.control_dependencies(deps):
-            return tf.nest.map_structure(lambda t: tf.gather(t, indices), batch)
+        gathered = tf.nest.map_structure(lambda t: tf.gather(t, indices), batch)
+        return gathered, n, tf.reduce_sum(counts), tf.nest.flatten(gathered)[0]
 
-    return source.map(repeat_batch).unbatch()
+    return _counted(source, repeat_batch, stats).unbatch()
 
 
 def _echo_one_at_a_time(source, copies, stats):
     """Echoes each element through its own repeated single-element dataset."""
 
-    def with_count(element, element_seed=None):
+    def draw_count(element, element_seed=None):
         count = copies(element_seed, 1)[0]
-        deps = [] if stats is None else [stats._count(1, count)]
-        with tf.control_dependencies(deps):
-            return element, tf.identity(count)
+        return (element, count), tf.constant(1, tf.int64), count, count
 
-    counted = source.map(with_count)
+    counted = _counted(source, draw_count, stats)
     return counted.flat_map(lambda element, count: tf.data.Dataset.from_tensors(element).repeat(count))
+
+
+def _counted(source, stage, stats):
+    """``stage`` over ``source``; with ``stats``, a ``scan`` that carries the running count.
+
+    ``stage(*element)`` returns ``(output, fresh, emitted, anchor)``, where ``anchor`` is a
+    dense tensor of ``output`` through which the count is published before the output
+    leaves. The count is the scan's state, so an iterator checkpoint saves it and a
+    restored iterator republishes exactly the uninterrupted run's counts.
+    """
+    if stats is None:
+        return source.map(lambda *element: stage(*element)[0])
+
+    def count_and_echo(state, element):
+        output, fresh, emitted, anchor = stage(*element)
+        state, publish = stats._advance(state, fresh, emitted)
+        with tf.control_dependencies([publish]):
+            anchored = tf.identity(anchor)
+        flat = tf.nest.flatten(output, expand_composites=True)
+        # Replace the anchor by its published copy, so the count is in every output's past.
+        index = next(i for i, t in enumerate(flat) if t is anchor)
+        flat[index] = anchored
+        return state, tf.nest.pack_sequence_as(output, flat, expand_composites=True)
+
+    return source.scan(stats._initial_state(), count_and_echo)
 
 
 def _read_factor(factor):
