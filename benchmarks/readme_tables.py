@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from benchmarks import auto_echo, critical_batch, results_io, throughput, time_to_target, xla_check
+from benchmarks import auto_echo, critical_batch, results_io, service, throughput, time_to_target, xla_check
 
 
 def shapes_baselines_table(document: dict) -> str:
@@ -35,6 +35,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "auto_echo": auto_echo.table,
     "auto_echo_cpu": auto_echo.cpu_table,
     "xla_check": xla_check.table,
+    "service": service.table,
 }
 
 

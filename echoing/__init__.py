@@ -7,7 +7,7 @@
 
 from echoing.auto_echo import AutoEcho
 from echoing.controller import EchoController, EchoDecision
-from echoing import external_state
+from echoing import external_state, service
 from echoing.echo import echo
 from echoing.gradient_norms import microbatch_gradient_norms
 from echoing.measure import RatioMeasurement, measure_ratio
@@ -17,7 +17,7 @@ from echoing.recommend import Recommendation, recommend
 from echoing.stats import EchoStats
 
 __all__ = [
-    "echo", "EchoStats", "external_state", "measure_ratio", "RatioMeasurement",
+    "echo", "EchoStats", "external_state", "service", "measure_ratio", "RatioMeasurement",
     "AutoEcho", "EchoController", "EchoDecision", "recommend", "Recommendation",
     "GradientNorms", "NoiseScale", "NoiseScaleEstimator", "microbatch_gradient_norms", "NoiseScaleCallback",
 ]

@@ -9,7 +9,7 @@ from typing import Callable, Optional, Union
 
 import tensorflow as tf
 
-from echoing import external_state
+from echoing import external_state, service
 from echoing.stats import EchoStats
 
 Factor = Union[int, float, tf.Variable]
@@ -120,6 +120,10 @@ def echo(
             # Its variable reads and writes would block iterator checkpoints; their state
             # is saved elsewhere (see echoing/external_state.py).
             echoed = external_state.ignore_echo_state(echoed, dataset)
+        # So that echoing.service.distribute can refuse what would break on the workers.
+        setattr(echoed, service.ECHO_MARK, _describe(factor))
+        if isinstance(factor, tf.Variable):
+            setattr(echoed, service.VARIABLE_ECHO_MARK, factor.name)
         return echoed
 
     return _apply_fn

@@ -26,7 +26,7 @@ import tensorflow as tf
 import echoing
 from pipelines import shapes_data
 from pipelines.slow_storage import throttle
-from pipelines.staged import AFTER_AUGMENT, AFTER_BATCH, BEFORE_AUGMENT, EchoConfig, check_pipeline_config, echo_point
+from pipelines.staged import AFTER_AUGMENT, AFTER_BATCH, BEFORE_AUGMENT, EchoConfig, check_pipeline_config, echo_point, on_service
 
 ECHO_POINTS = (BEFORE_AUGMENT, AFTER_AUGMENT, AFTER_BATCH)
 TFDS_SOURCES = {"cifar10": 32, "imagenet2012": 224, "imagenette": 224}  # name -> training image size
@@ -57,6 +57,9 @@ class ImagePipelineConfig:
       read_rate: if set, the read step is throttled to this many records per second
         (:func:`pipelines.slow_storage.throttle`), modelling slow storage.
       repeat: whether the training pipeline repeats forever (for step-budgeted training).
+      service: a tf.data service dispatcher address (``"grpc://host:port"``): read, shuffle
+        and decode then run on its workers, and echoing, augmentation and batching on the
+        trainer. ``None`` (the default) runs everything here.
     """
 
     source: str = "shapes"
@@ -70,6 +73,7 @@ class ImagePipelineConfig:
     data_dir: Optional[str] = None
     read_rate: Optional[float] = None
     repeat: bool = False
+    service: Optional[str] = None
 
     def __post_init__(self):
         check_pipeline_config(self, SOURCES, ECHO_POINTS, "image")
@@ -165,6 +169,8 @@ def train_dataset(config: ImagePipelineConfig, stats: Optional[echoing.EchoStats
     # shards before anything else happens.
     ds = ds.shuffle(config.shuffle_buffer_size, seed=config.seed, reshuffle_each_iteration=True)
     ds = ds.map(decode, num_parallel_calls=_AUTOTUNE)
+    # With a service address, everything above runs on its workers; echo stays here.
+    ds = on_service(ds, config.service)
     ds = echo_point(ds, BEFORE_AUGMENT, echo, seed=config.seed, stats=stats)
     # Augmentation seeds are drawn after the echo stage, so that echoed copies are
     # augmented independently; a seeded random stream keeps the pipeline reproducible and

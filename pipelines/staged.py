@@ -138,3 +138,20 @@ def check_pipeline_config(config, sources: Sequence[str], echo_points: Sequence[
     if not isinstance(config.echo, EchoConfig):
         raise TypeError(f"echo: expected a pipelines.staged.EchoConfig, got {config.echo!r}")
     config.echo.check_placement(echo_points, pipeline)
+    service = getattr(config, "service", None)
+    if service is not None and (not isinstance(service, str) or "://" not in service):
+        raise ValueError(f"service: expected a tf.data service dispatcher address such as 'grpc://localhost:5050' or None, got {service!r}")
+
+
+def on_service(dataset: tf.data.Dataset, service: Optional[str]) -> tf.data.Dataset:
+    """The steps so far run on tf.data service workers when ``service`` is an address.
+
+    ``distributed_epoch`` mode: the workers share one pass over the data, so each element
+    arrives once (at most once if a worker fails). The echo stage must come after this,
+    on the trainer, where a ``tf.Variable`` factor stays live (see
+    :mod:`echoing.service`). Python functions in the upstream (``read_rate``'s throttle)
+    reach only workers in the trainer's own process.
+    """
+    if service is None:
+        return dataset
+    return dataset.apply(echoing.service.distribute("distributed_epoch", service))

@@ -27,7 +27,7 @@ import tensorflow as tf
 import echoing
 from pipelines import stdlib_text
 from pipelines.slow_storage import throttle
-from pipelines.staged import AFTER_BATCH, EXAMPLE, EchoConfig, check_pipeline_config, echo_point
+from pipelines.staged import AFTER_BATCH, EXAMPLE, EchoConfig, check_pipeline_config, echo_point, on_service
 
 ECHO_POINTS = (EXAMPLE, AFTER_BATCH)
 SOURCES = ("stdlib", "lm1b")
@@ -57,6 +57,9 @@ class TextPipelineConfig:
       data_dir: tensorflow-datasets data directory for lm1b.
       read_rate: if set, the read step is throttled to this many bytes per second.
       repeat: whether the training pipeline repeats forever.
+      service: a tf.data service dispatcher address (``"grpc://host:port"``): read,
+        tokenize, pack and shuffle then run on its workers, and echoing and batching on
+        the trainer. ``None`` (the default) runs everything here.
     """
 
     source: str = "stdlib"
@@ -69,6 +72,7 @@ class TextPipelineConfig:
     data_dir: Optional[str] = None
     read_rate: Optional[float] = None
     repeat: bool = False
+    service: Optional[str] = None
 
     def __post_init__(self):
         check_pipeline_config(self, SOURCES, ECHO_POINTS, "text")
@@ -132,6 +136,8 @@ def train_dataset(config: TextPipelineConfig, stats: Optional[echoing.EchoStats]
     ds = pack(ds, config.sequence_length)
     # Then shuffle packed examples, so that consecutive rows of one document spread apart.
     ds = ds.shuffle(config.shuffle_buffer_size, seed=config.seed, reshuffle_each_iteration=True)
+    # With a service address, everything above runs on its workers; echo stays here.
+    ds = on_service(ds, config.service)
     # Example echoing after packing (text has no augmentation); its echo shuffle follows it.
     ds = echo_point(ds, EXAMPLE, config.echo, seed=config.seed, stats=stats)
     ds = ds.batch(config.batch_size, drop_remainder=True)

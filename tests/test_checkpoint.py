@@ -203,6 +203,7 @@ def test_soak_ten_million_elements_with_a_thousand_random_factor_changes():
         if index == 500:
             warm_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Peak RSS in KiB on Linux.
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"soak: {emitted:,} emitted, {changes} factor changes, peak RSS grew {(peak_kib - warm_kib) / 1024:.1f} MiB after warm-up")
     assert changes >= 900
     assert int(stats.fresh) == total and int(stats.emitted) == emitted
     assert (peak_kib - warm_kib) / 1024 < 50, f"resident memory grew {(peak_kib - warm_kib) / 1024:.0f} MiB after warm-up"

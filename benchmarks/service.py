@@ -1,0 +1,189 @@
+"""tf.data service workers against echoing: the trainer's step rate with 1, 2 and 4 workers, with and without echo.
+
+Each worker's read is throttled to ``worker_rate`` examples per second (a sleep per
+example, so that workers in one process do not steal each other's CPU), the upstream runs
+on in-process tf.data service workers on localhost (``distributed_epoch``), and the trainer
+echoes after ``distribute``, batches, and runs a modelled step that sleeps ``step_seconds``
+(releasing the CPU, as an accelerator does). With ``w`` workers the trainer can reach at
+most ``min(w * worker_rate * e / batch_size, 1 / step_seconds)`` steps per second, so
+echoing by ``e`` should cut the workers needed for a given step rate by about ``e``.
+
+Run ``python -m benchmarks.service`` (about 3 minutes, alone on the machine); results go
+to ``runs/service.json`` (``--output-dir benchmarks/results`` regenerates the committed
+file). The servers bind their ports on every interface (TensorFlow offers no bind
+address); the benchmark talks to them through localhost only and stops them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import math
+import statistics
+import time
+
+import tensorflow as tf
+
+import echoing
+from benchmarks import results_io
+
+service = tf.data.experimental.service
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceBenchmarkConfig:
+    """Settings of the service benchmark.
+
+    Attributes:
+      worker_counts: tf.data service workers to try.
+      factors: echo factors on the trainer (1 is no echo).
+      worker_rate: examples per second one worker's read is throttled to (it delivers
+        somewhat less: the model uses the measured rate).
+      batch_size: examples per training step.
+      step_seconds: the modelled training step.
+      warmup_seconds: time not measured after the first step (buffers filling).
+      seconds: time measured per configuration.
+      repeats: rounds over all configurations (interleaved, so that noise hits all alike).
+    """
+
+    worker_counts: tuple[int, ...] = (1, 2, 4)
+    factors: tuple[float, ...] = (1.0, 2.0, 4.0)
+    worker_rate: float = 400.0
+    batch_size: int = 32
+    step_seconds: float = 0.02
+    warmup_seconds: float = 1.0
+    seconds: float = 4.0
+    repeats: int = 3
+
+    def bound(self, workers: int, factor: float) -> float:
+        """The step rate the model predicts: the workers' reads times e, capped by the step."""
+        return min(workers * self.worker_rate * factor / self.batch_size, 1 / self.step_seconds)
+
+
+def slow_read(rate: float) -> tf.data.Dataset:
+    """Examples read at ``rate`` per second by whichever worker runs this dataset."""
+
+    def read(i):
+        time.sleep(1 / rate)
+        return i
+
+    ds = tf.data.Dataset.range(10**9)
+    return ds.map(lambda i: tf.ensure_shape(tf.numpy_function(read, [i], tf.int64), []))
+
+
+def step_rate(target: str, factor: float, config: ServiceBenchmarkConfig, job: str) -> float:
+    """Steps per second of a trainer echoing by ``factor`` after ``distribute``."""
+    ds = slow_read(config.worker_rate).apply(echoing.service.distribute("distributed_epoch", target, job_name=job))
+    ds = ds.map(lambda i: tf.fill([16], tf.cast(i, tf.float32)))
+    if factor != 1:
+        ds = ds.apply(echoing.echo(factor, shuffle_buffer_size=4 * config.batch_size, seed=0))
+    ds = ds.batch(config.batch_size).prefetch(2)
+    iterator = iter(ds)
+    next(iterator)
+    start = time.perf_counter()
+    steps, measuring_from = 0, None
+    try:
+        while True:
+            next(iterator)
+            time.sleep(config.step_seconds)  # The modelled step: the CPU is free meanwhile.
+            now = time.perf_counter()
+            if measuring_from is None and now - start >= config.warmup_seconds:
+                measuring_from, steps = now, 0
+            elif measuring_from is not None:
+                steps += 1
+                if now - measuring_from >= config.seconds:
+                    return steps / (now - measuring_from)
+    finally:
+        del iterator  # Ends the job's consumer before the servers stop.
+        gc.collect()
+
+
+def run(config: ServiceBenchmarkConfig, output) -> dict:
+    rates: dict[str, list[float]] = {}
+    for repeat in range(config.repeats):
+        for workers in config.worker_counts:
+            dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
+            address = dispatcher.target.split("://")[1]
+            started = [service.WorkerServer(service.WorkerConfig(dispatcher_address=address,
+                                                                 worker_address="localhost:%port%", port=0))
+                       for _ in range(workers)]
+            try:
+                for factor in config.factors:
+                    key = f"workers={workers}/e={factor:g}"
+                    rate = step_rate(dispatcher.target, factor, config, job=f"{key}/{repeat}")
+                    rates.setdefault(key, []).append(rate)
+                    print(f"repeat {repeat} {key}: {rate:.1f} steps/s (bound {config.bound(workers, factor):.1f})")
+            finally:
+                for worker in started:
+                    worker.stop()
+                dispatcher.stop()
+    # What one worker really delivers (sleep overshoot and per-element transfer cost take
+    # their share), measured in this run: the model's rates scale from it.
+    fewest = min(config.worker_counts)
+    per_worker = statistics.median(rates[f"workers={fewest}/e=1"]) / fewest if 1.0 in config.factors else None
+    rows = []
+    for workers in config.worker_counts:
+        for factor in config.factors:
+            values = rates[f"workers={workers}/e={factor:g}"]
+            model = None if per_worker is None else min(workers * per_worker * factor, 1 / config.step_seconds)
+            rows.append({"workers": workers, "factor": factor, "rates": values, "median": statistics.median(values),
+                         "min": min(values), "max": max(values), "nominal_bound": config.bound(workers, factor),
+                         "model": model})
+    results = {"rows": rows, "steps_per_second_per_worker_at_e1": per_worker,
+               "workers_needed": workers_needed(rows, config, per_worker)}
+    results_io.write_results(output.stem, dataclasses.asdict(config), results, output.parent)
+    return {"settings": dataclasses.asdict(config), "results": results}
+
+
+def workers_needed(rows: list[dict], config: ServiceBenchmarkConfig, per_worker) -> list[dict]:
+    """Per e, the fewest workers whose measured median reached 90% of the step's own rate."""
+    target = 0.9 / config.step_seconds
+    needed = []
+    for factor in config.factors:
+        reached = [r["workers"] for r in rows if r["factor"] == factor and r["median"] >= target]
+        needed.append({"factor": factor, "target_steps_per_second": target, "workers": min(reached) if reached else None,
+                       "predicted": None if not per_worker else math.ceil(target / (per_worker * factor))})
+    return needed
+
+
+def table(document: dict) -> str:
+    """The README table: steps per second by workers and e, and the workers needed per e."""
+    settings, results = document["settings"], document["results"]
+    factors = settings["factors"]
+    lines = ["| workers | " + " | ".join(f"e={e:g} steps/s (model)" for e in factors) + " |",
+             "|---:|" + "---:|" * len(factors)]
+    for workers in settings["worker_counts"]:
+        cells = []
+        for factor in factors:
+            row = next(r for r in results["rows"] if r["workers"] == workers and r["factor"] == factor)
+            model = "-" if row["model"] is None else f"{row['model']:.1f}"
+            cells.append(f"{row['median']:.1f} ({row['min']:.1f}-{row['max']:.1f}; {model})")
+        lines.append(f"| {workers} | " + " | ".join(cells) + " |")
+    most = max(settings["worker_counts"])
+    needed = "; ".join(
+        f"e={n['factor']:g}: " + (str(n["workers"]) if n["workers"] is not None else f"more than {most}")
+        + f" (model {n['predicted']})" for n in results["workers_needed"])
+    return "\n".join(lines) + (
+        f"\n\nMedian (min-max over {settings['repeats']} repeats; the model) of the trainer's steps per second, "
+        f"each worker's read throttled to {settings['worker_rate']:g} examples/s, batches of {settings['batch_size']}, a "
+        f"{settings['step_seconds'] * 1e3:g} ms modelled step. The model is min(workers x e x r1, step rate), r1 being one "
+        f"worker's measured rate at e=1 ({results['steps_per_second_per_worker_at_e1']:.1f} steps/s). "
+        f"Workers needed for 90% of the step's own rate: {needed}.")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one short repeat (a check that it runs)")
+    results_io.add_output_dir_argument(parser)
+    args = parser.parse_args(argv)
+    config = ServiceBenchmarkConfig()
+    if args.quick:
+        config = dataclasses.replace(config, worker_counts=(1, 2), factors=(1.0, 2.0), warmup_seconds=0.5, seconds=1.0, repeats=1)
+    output = args.output_dir / ("service_quick.json" if args.quick else "service.json")
+    print(table(run(config, output)))
+    print(f"\nresults: {output}")
+
+
+if __name__ == "__main__":
+    main()
