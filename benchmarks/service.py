@@ -1,7 +1,8 @@
 """tf.data service workers against echoing: the trainer's step rate with 1, 2 and 4 workers, with and without echo.
 
 Each worker's read is throttled to ``worker_rate`` examples per second (a sleep per
-example, so that workers in one process do not steal each other's CPU), the upstream runs
+example in TensorFlow's own sleep op, so that workers in one process do not steal each
+other's CPU), the upstream runs
 on in-process tf.data service workers on localhost (``distributed_epoch``), and the trainer
 echoes after ``distribute``, batches, and runs a modelled step that sleeps ``step_seconds``
 (releasing the CPU, as an accelerator does). With ``w`` workers the trainer can reach at
@@ -24,6 +25,7 @@ import statistics
 import time
 
 import tensorflow as tf
+from tensorflow.python.data.experimental.ops import testing
 
 import echoing
 from benchmarks import results_io
@@ -62,14 +64,13 @@ class ServiceBenchmarkConfig:
 
 
 def slow_read(rate: float) -> tf.data.Dataset:
-    """Examples read at ``rate`` per second by whichever worker runs this dataset."""
+    """Examples read at ``rate`` per second by whichever worker runs this dataset.
 
-    def read(i):
-        time.sleep(1 / rate)
-        return i
-
-    ds = tf.data.Dataset.range(10**9)
-    return ds.map(lambda i: tf.ensure_shape(tf.numpy_function(read, [i], tf.int64), []))
+    TensorFlow's own sleep transformation, not a Python function: it serialises to any
+    worker, and it does not hold the GIL (a Python sleep inside a worker's job deadlocks
+    ``WorkerServer.stop`` in this process).
+    """
+    return tf.data.Dataset.range(10**9).apply(testing.sleep(int(1e6 / rate)))
 
 
 def step_rate(target: str, factor: float, config: ServiceBenchmarkConfig, job: str) -> float:
