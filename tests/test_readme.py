@@ -58,13 +58,26 @@ def test_every_relative_link_resolves_inside_the_repository():
     assert checked >= 10
 
 
+def project_text_files() -> list[Path]:
+    skipped = {".git", ".venv", "runs", "__pycache__", "results"}
+    return [p for p in ROOT.rglob("*") if p.is_file() and p.suffix in {".py", ".md", ".cfg", ".toml", ""}
+            and not any(part in skipped or part.endswith(".egg-info") for part in p.relative_to(ROOT).parts)]
+
+
 def test_nothing_in_the_project_refers_outside_the_repository():
-    tracked = [p for p in ROOT.rglob("*") if p.is_file() and p.suffix in {".py", ".md", ".cfg", ".toml", ""}
-               and not any(part in {".git", ".venv", "runs", "__pycache__"} or part.endswith(".egg-info") for part in p.relative_to(ROOT).parts)]
-    for path in tracked:
+    # Every relative path climbing out of its folder, and every Markdown file named, must
+    # be a file of this repository: a user clones this and nothing else.
+    markdown_here = {p.name for p in ROOT.rglob("*.md") if ".venv" not in p.parts}
+    checked = 0
+    for path in project_text_files():
         text = path.read_text(errors="replace")
-        for needle in ("../shared", "DESIGN.md", "STYLE-ANCHORS"):
-            assert needle not in text or path == Path(__file__), f"{path.relative_to(ROOT)} mentions {needle}"
+        for target in re.findall(r"(?:\.\./)+[\w.\-/]*", text):
+            resolved = (path.parent / target.split("#")[0]).resolve()
+            assert resolved.is_relative_to(ROOT) and resolved.exists(), f"{path.relative_to(ROOT)}: {target}"
+            checked += 1
+        for name in re.findall(r"\b[\w\-]+\.md\b", text):
+            assert name in markdown_here, f"{path.relative_to(ROOT)} names {name}, which is not in the repository"
+    assert checked >= 5
 
 
 def test_readme_gives_the_two_setup_commands():
