@@ -116,8 +116,8 @@ def recommend(
     The rules and their sources are in :mod:`echoing.recommend`. For R, prefer the value
     measured under load (:attr:`echoing.EchoController.ratio`, or ``auto.controller.ratio``
     after a run with :class:`echoing.AutoEcho`) to :func:`echoing.measure_ratio`'s, which
-    times the two halves apart: where they share a CPU, R under load is lower (the
-    README's troubleshooting section shows by how much on a CPU host).
+    times the two halves apart: where they share a CPU, R under load can come out lower
+    or higher (the README's troubleshooting section gives the range measured on a CPU host).
 
     Example:
 
@@ -161,7 +161,7 @@ def recommend(
         raise ValueError(f"element_bytes: needed to apply memory_budget_bytes={memory_budget_bytes!r}; pass the bytes of one element")
 
     reasons = []
-    source = " (measured apart by measure_ratio; under load on a shared CPU it is often lower)" if measured_apart else ""
+    source = " (measured apart by measure_ratio; under load on a CPU-only host it can differ either way, see AutoEcho)" if measured_apart else ""
     if r <= 1:
         reasons.append(f"R = {r:.3g}{source}: the training step is the bottleneck, so echoing cannot speed training up "
                        "(Choi et al. 2019: echoing pays only where upstream is slower than the step).")
