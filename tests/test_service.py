@@ -15,13 +15,21 @@ import echoing
 service = tf.data.experimental.service
 
 
-def start_cluster(workers=2, **dispatcher_settings):
-    dispatcher = service.DispatchServer(service.DispatcherConfig(port=0, **dispatcher_settings))
-    address = dispatcher.target.split("://")[1]
-    started = [service.WorkerServer(service.WorkerConfig(dispatcher_address=address, worker_address="localhost:%port%",
-                                                         port=0, heartbeat_interval_ms=100))
-               for _ in range(workers)]
-    return dispatcher, started
+def free_localhost_port():
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        return probe.getsockname()[1]
+
+
+def worker_on(dispatcher, port):
+    return service.WorkerServer(service.WorkerConfig(
+        dispatcher_address=dispatcher.target.split("://")[1], worker_address="localhost:%port%", port=port,
+        heartbeat_interval_ms=100))
+
+
+def start_cluster(workers=2):
+    dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
+    return dispatcher, [worker_on(dispatcher, 0) for _ in range(workers)]
 
 
 def stop(dispatcher, workers):
@@ -93,18 +101,6 @@ def test_any_echo_stage_inside_a_distributed_epoch_is_refused(cluster):
 def test_bad_processing_mode_is_rejected(mode, error):
     with pytest.raises(error, match="processing_mode: expected"):
         echoing.service.distribute(mode, "grpc://localhost:1")
-
-
-def free_localhost_port():
-    with socket.socket() as probe:
-        probe.bind(("localhost", 0))
-        return probe.getsockname()[1]
-
-
-def worker_on(dispatcher, port):
-    return service.WorkerServer(service.WorkerConfig(
-        dispatcher_address=dispatcher.target.split("://")[1], worker_address="localhost:%port%", port=port,
-        heartbeat_interval_ms=100))
 
 
 @pytest.mark.parametrize("mode", ["distributed_epoch", "parallel_epochs"])
