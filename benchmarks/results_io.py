@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import json
 import os
 import platform
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 # The committed results, regenerated only by the commands the README names for them
 # (each passes ``--output-dir benchmarks/results``).
@@ -91,3 +93,72 @@ def write_results(name: str, settings: dict[str, Any], results: dict[str, Any], 
 
 def read_results(path: Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text())
+
+
+class ResultsFile:
+    """A results file that grows one finished record at a time, so that a long run resumes.
+
+    Several processes may fill one file at once (say, one task each): every addition
+    re-reads the file under an exclusive lock and merges, so no process overwrites
+    another's records. Records are told apart by ``key(record)``.
+
+    Example:
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "runs.json"
+    >>> results = ResultsFile(path, {"what": "example"}, key=lambda record: str(record["config"]))
+    >>> results.add({"config": 1, "value": 0.5})
+    >>> results.done("1"), ResultsFile(path, {}, key=lambda record: str(record["config"])).done("1")
+    (True, True)
+    """
+
+    def __init__(self, path: Path, settings: dict, *, key: Callable[[dict], str]):
+        self.path = Path(path)
+        self.settings = settings
+        self.key = key
+        self.runs: list[dict] = []
+        self.extra: dict = {}
+        self._reload()
+
+    def _reload(self) -> None:
+        if not self.path.exists():
+            return
+        document = read_results(self.path)
+        self.runs = document["results"]["runs"]
+        mine, self.extra = self.extra, {k: v for k, v in document["results"].items() if k != "runs"}
+        for name, value in mine.items():
+            if isinstance(value, dict) and isinstance(self.extra.get(name), dict):
+                self.extra[name] = {**self.extra[name], **value}  # e.g. measured rates: both processes'.
+            else:
+                self.extra[name] = value
+
+    def done(self, key: str) -> bool:
+        return any(self.key(record) == key for record in self.runs)
+
+    def add(self, record: dict) -> None:
+        """Adds (or replaces) one record and writes the file."""
+        with self._locked():
+            self._reload()
+            self.runs = [r for r in self.runs if self.key(r) != self.key(record)]
+            self.runs.append(record)
+            self._save()
+
+    def save_extra(self, name: str, values: dict) -> None:
+        """Merges ``values`` into the file-wide dict ``name`` (measurements shared by records)."""
+        with self._locked():
+            self.extra.setdefault(name, {}).update(values)
+            self._reload()
+            self._save()
+
+    def _save(self) -> None:
+        write_results(self.path.stem, self.settings, {"runs": self.runs, **self.extra}, self.path.parent)
+
+    @contextlib.contextmanager
+    def _locked(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)

@@ -142,6 +142,34 @@ def augment(image: tf.Tensor, label: tf.Tensor, seed: tf.Tensor, size: int) -> t
     return image, label
 
 
+# Images augmented together by :func:`augment_small_batch`: one vectorised map per 64
+# elements instead of one per element. The per-element map cost 19 ms per batch of 128
+# with both cores (decoded images from a cache), the pipeline's largest cost.
+_AUGMENT_GROUP = 64
+_PAD = 4
+
+
+def augment_small_batch(images: tf.Tensor, labels: tf.Tensor, draws: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """The 32x32 augmentation of :func:`augment` on a group of images at once, then normalised.
+
+    Pads every ``[n, s, s, 3]`` image by 4 and crops ``s x s`` at an offset, then flips
+    left-right, all chosen from one random int64 per image in ``draws`` (``[n]``): the
+    row offset, the column offset and the flip are its digits in bases 9, 9 and 2. Each
+    image's draw is its own, so echoed copies (which get different draws) are augmented
+    independently, and a seeded stream of draws makes the pipeline reproducible.
+    """
+    size = tf.shape(images)[1]
+    offsets = 2 * _PAD + 1
+    draws = tf.math.floormod(draws, offsets * offsets * 2)
+    rows, cols, flips = draws // (offsets * 2), (draws // 2) % offsets, tf.equal(draws % 2, 1)
+    padded = tf.pad(images, [[0, 0], [_PAD, _PAD], [_PAD, _PAD], [0, 0]])
+    span = tf.range(size, dtype=draws.dtype)
+    cropped = tf.gather(padded, rows[:, None] + span[None, :], axis=1, batch_dims=1)
+    cropped = tf.gather(cropped, cols[:, None] + span[None, :], axis=2, batch_dims=1)
+    flipped = tf.where(flips[:, None, None, None], tf.reverse(cropped, axis=[2]), cropped)
+    return normalize(flipped, labels)
+
+
 def normalize(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return (image - _MEAN) / _STD, label
 
@@ -175,10 +203,16 @@ def train_dataset(config: ImagePipelineConfig, stats: Optional[echoing.EchoStats
     # Augmentation seeds are drawn after the echo stage, so that echoed copies are
     # augmented independently; a seeded random stream keeps the pipeline reproducible and
     # gives fresh draws every epoch.
-    seeds = tf.data.Dataset.random(seed=config.seed, rerandomize_each_iteration=True).batch(2)
-    ds = tf.data.Dataset.zip((ds, seeds))
-    # One map for augment and normalise: a map per element has a fixed cost on the hot path.
-    ds = ds.map(lambda example, seed: normalize(*augment(*example, seed, size)), num_parallel_calls=_AUTOTUNE)
+    if size <= 32:
+        # Small images of one size: augmented in groups by one vectorised map.
+        draws = tf.data.Dataset.random(seed=config.seed, rerandomize_each_iteration=True)
+        ds = tf.data.Dataset.zip((ds, draws)).batch(_AUGMENT_GROUP)
+        ds = ds.map(lambda example, draw: augment_small_batch(*example, draw), num_parallel_calls=_AUTOTUNE).unbatch()
+    else:
+        seeds = tf.data.Dataset.random(seed=config.seed, rerandomize_each_iteration=True).batch(2)
+        ds = tf.data.Dataset.zip((ds, seeds))
+        # One map for augment and normalise: a map per element has a fixed cost on the hot path.
+        ds = ds.map(lambda example, seed: normalize(*augment(*example, seed, size)), num_parallel_calls=_AUTOTUNE)
     # Identical copies: echo after augmentation; its echo shuffle (if any) follows it.
     ds = echo_point(ds, AFTER_AUGMENT, echo, seed=config.seed, stats=stats)
     # Batch after example echoing so batches mix copies of different examples.

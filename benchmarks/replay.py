@@ -1,0 +1,128 @@
+"""The modelled-accelerator replay: wall-clock time to target as a host with an accelerator sees it.
+
+Training is deterministic per seed, so the number of steps a configuration needs to reach
+its target comes from its sample-mode run (:mod:`benchmarks.training`). The replay then
+runs the *real* input pipeline (throttled read, decode, augment, echo, batch) for that many
+steps against a training step that sleeps ``step_seconds``. A sleeping step releases the
+CPU, as a host does while its accelerator computes, so the pipeline has the host to itself
+and the time measured is what that host would wait: the slower of the pipeline and the
+step at every moment, with buffers, start-up and echo all real.
+
+The read is throttled to ``batch_size / (R * step_seconds)`` examples per second, so that
+reading one batch takes ``R`` steps. R is then measured (:func:`measure_pipeline`) and
+recorded beside the nominal value. Seconds run from the first batch delivered (the
+buffers' fill is timed apart as ``startup_seconds``), matching the fresh-example count,
+which leaves the fills out too.
+
+Because the replay's duration is proportional to ``step_seconds``, its speedups hold for
+any host with the same R, whatever its step time, as long as the pipeline's own CPU work
+per batch at the highest e stays well below ``step_seconds`` (checked and recorded by
+:func:`measure_pipeline`).
+
+Example (a few steps of a tiny pipeline):
+
+>>> import tempfile
+>>> from benchmarks.tasks import TASKS
+>>> task = TASKS["resnet"].with_settings(batch_size=8)
+>>> config = task.pipeline_config("before_augment", 2.0, 0, seed=0, num_train_examples=300,
+...                               cache_dir=tempfile.mkdtemp(), read_rate=8 / (2 * 0.01))
+>>> timeline = replay(task, config, steps=6, step_seconds=0.01)
+>>> len(timeline["seconds"]), timeline["seconds"][-1] > 6 * 0.01
+(6, True)
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Optional
+
+import tensorflow as tf
+
+import echoing
+from benchmarks.tasks import Task
+
+
+def replay(task: Task, config, *, steps: int, step_seconds: float, controller: Optional[echoing.EchoController] = None,
+           factor: Optional[tf.Variable] = None) -> dict:
+    """Pulls ``steps`` batches from the pipeline, sleeping ``step_seconds`` for every step.
+
+    Args:
+      task: the task whose pipeline runs.
+      config: its pipeline config (throttled with ``read_rate``).
+      steps: training steps to replay.
+      step_seconds: the modelled accelerator's step.
+      controller: an :class:`echoing.EchoController` to drive ``factor`` (the variable the
+        config's echo stage reads), as :class:`echoing.AutoEcho` would.
+      factor: that variable.
+
+    Returns:
+      ``seconds``: for every step, seconds from the first batch to the step's end;
+      ``factors``: the factor set when each step's batch was pulled; ``startup_seconds``;
+      ``decisions``: the controller's decisions, as text.
+    """
+    if (controller is None) != (factor is None):
+        raise ValueError("controller and factor: give both or neither")
+    stats = echoing.EchoStats()
+    start = time.perf_counter()
+    iterator = iter(task.train_dataset(config, stats=stats))
+    next(iterator)  # The buffers fill here; the first step trains on this batch.
+    origin = time.perf_counter()
+    seconds, factors = [], []
+    for step in range(steps):
+        if step:
+            next(iterator)
+        factors.append(float(factor.numpy()) if factor is not None else float(config.echo.factor))
+        time.sleep(step_seconds)  # The accelerator's step: the host's CPU is free meanwhile.
+        now = time.perf_counter()
+        seconds.append(now - origin)
+        if controller is not None and controller.observe(step, now) is not None:
+            factor.assign(controller.factor)
+    return {
+        "seconds": seconds,
+        "factors": factors,
+        "startup_seconds": origin - start,
+        "decisions": [str(d) for d in controller.decisions] if controller is not None else [],
+    }
+
+
+def seconds_per_batch(task: Task, config, *, batches: int = 40, warmup: int = 5) -> float:
+    """Median seconds between batches of a pipeline pulled as fast as it goes (no step)."""
+    iterator = iter(task.train_dataset(config))
+    for _ in range(warmup):
+        next(iterator)
+    gaps, last = [], time.perf_counter()
+    for _ in range(batches):
+        next(iterator)
+        now = time.perf_counter()
+        gaps.append(now - last)
+        last = now
+    # Batches arrive in bursts from the buffers; the mean over a run is the rate.
+    return sum(gaps) / len(gaps)
+
+
+def measure_pipeline(task: Task, *, ratio: float, step_seconds: float, seed: int, max_factor: float,
+                     echo_shuffle: int, **pipeline_options) -> dict:
+    """The throttle for a nominal R, the R it gives, and the pipeline's own CPU work.
+
+    Returns ``read_rate`` (examples per second), ``measured_ratio`` (seconds per batch of
+    the throttled baseline pipeline over ``step_seconds``) and ``cpu_seconds_per_batch``
+    of the unthrottled pipeline echoing at ``max_factor`` at the default point, which must
+    stay well below ``step_seconds`` for the step to be the bottleneck at that e.
+    """
+    batch = task.settings.batch_size
+    read_rate = batch / (ratio * step_seconds)
+    throttled = task.pipeline_config("none", 1.0, 0, seed, read_rate=read_rate, **pipeline_options)
+    upstream = seconds_per_batch(task, throttled)
+    echoed = task.pipeline_config(task.default_point, max_factor, echo_shuffle, seed, **pipeline_options)
+    cpu = statistics.median(seconds_per_batch(task, echoed) for _ in range(3))
+    return {
+        "ratio": ratio,
+        "step_seconds": step_seconds,
+        "read_rate": read_rate,
+        "upstream_seconds_per_batch": upstream,
+        "measured_ratio": upstream / step_seconds,
+        "cpu_seconds_per_batch": cpu,
+        "cpu_share_of_step": cpu / step_seconds,
+        "cpu_checked_at_factor": max_factor,
+    }

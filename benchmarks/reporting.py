@@ -1,0 +1,149 @@
+"""Tables of time-to-target results: medians and ranges over seeds, ratios against the same seed's baseline.
+
+Every ratio is taken per seed (a run against the baseline of the same seed, mode, task and
+R) and then summarised as the median and the min-max over seeds. A difference between two
+configurations is only worth stating when it is larger than those ranges.
+
+Run ``python -m benchmarks.reporting RESULTS.json`` to print the tables.
+
+Example:
+
+>>> runs = [{"config": {"mode": "sample", "task": "resnet", "placement": p, "factor": e, "echo_shuffle": 0,
+...                     "seed": s, "ratio": None}, "reached": True, "steps": n, "fresh_examples": f}
+...         for p, e, s, n, f in [("none", 1.0, 0, 500, 64000), ("none", 1.0, 1, 600, 76800),
+...                               ("before_augment", 2.0, 0, 600, 38400), ("before_augment", 2.0, 1, 600, 38400)]]
+>>> row = [r for r in sample_rows({"results": {"runs": runs}}) if r["factor"] == 2][0]
+>>> row["fresh_vs_baseline"]
+{'median': 0.55, 'min': 0.5, 'max': 0.6, 'values': [0.6, 0.5]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+
+def modelled_steps(record: dict, ratio: float, batch_size: int) -> float:
+    """A run's time to target in step times when reading a batch takes R steps: the slower of the two."""
+    return max(record["steps"], record["fresh_examples"] / batch_size * ratio)
+
+
+def spread(values: list) -> Optional[dict]:
+    """Median, min and max of the values that exist; ``None`` if none do."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    return {"median": float(np.median(present)), "min": float(min(present)), "max": float(max(present)),
+            "values": [round(v, 4) for v in present]}
+
+
+def _group_key(config: dict) -> str:
+    return json.dumps({k: v for k, v in config.items() if k != "seed"}, sort_keys=True)
+
+
+def _baseline_of(config: dict) -> dict:
+    return {**config, "placement": "none", "factor": 1.0, "echo_shuffle": 0, "auto_echo": False}
+
+
+def _same(config: dict, other: dict) -> bool:
+    fields = set(config) | set(other)
+    return all(config.get(f, False if f == "auto_echo" else None) == other.get(f, False if f == "auto_echo" else None)
+               for f in fields)
+
+
+def rows(document: dict, mode: str, fields: tuple) -> list[dict]:
+    """One row per configuration of ``mode``: spreads of ``fields`` and of their same-seed ratios to the baseline."""
+    records = [r for r in document["results"]["runs"] if r["config"]["mode"] == mode]
+    groups: dict = {}
+    for record in records:
+        groups.setdefault(_group_key(record["config"]), []).append(record)
+    out = []
+    for key, members in groups.items():
+        row = {**json.loads(key), "runs": len(members), "reached": sum(bool(r["reached"]) for r in members)}
+        for field in fields:
+            row[field] = spread([r.get(field) if r["reached"] else None for r in members])
+            ratios = []
+            for record in members:
+                base = next((b for b in records if _same(b["config"], _baseline_of(record["config"]))
+                             ), None)
+                if base is not None and record["reached"] and base["reached"] and base.get(field) and record.get(field):
+                    ratios.append(record[field] / base[field])
+            row[f"{field}_vs_baseline"] = spread(ratios)
+        out.append(row)
+    return sorted(out, key=lambda r: (r["task"], r.get("ratio") or 0, r["placement"] != "none", r["placement"],
+                                      bool(r.get("auto_echo")), r["factor"], r["echo_shuffle"]))
+
+
+def sample_rows(document: dict) -> list[dict]:
+    return rows(document, "sample", ("fresh_examples", "steps"))
+
+
+def replay_rows(document: dict) -> list[dict]:
+    return rows(document, "replay", ("seconds_in_steps", "fresh_examples", "steps", "held_factor"))
+
+
+def _fmt(value: Optional[dict], spec: str, ratio: bool = False) -> str:
+    if value is None:
+        return "-"
+    suffix = "x" if ratio else ""
+    if len(value["values"]) == 1:
+        return f"{format(value['median'], spec)}{suffix}"
+    return f"{format(value['median'], spec)}{suffix} ({format(value['min'], spec)}-{format(value['max'], spec)})"
+
+
+def _inverse(value: Optional[dict]) -> Optional[dict]:
+    """Speedups from time ratios: 1 / ratio, with min and max swapped."""
+    if value is None:
+        return None
+    return {"median": float(np.median([1 / v for v in value["values"]])), "min": 1 / value["max"], "max": 1 / value["min"],
+            "values": [1 / v for v in value["values"]]}
+
+
+def sample_table(document: dict) -> str:
+    """Markdown: fresh examples and steps to target per configuration, medians (min-max) over seeds."""
+    lines = ["| task | placement | e | echo shuffle | reached | fresh examples | fresh vs baseline (same seed) | steps | steps vs baseline |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in sample_rows(document):
+        if r.get("auto_echo"):
+            continue
+        lines.append(f"| {r['task']} | {r['placement']} | {r['factor']:g} | {r['echo_shuffle']} | {r['reached']}/{r['runs']} | "
+                     f"{_fmt(r['fresh_examples'], ',.0f')} | {_fmt(r['fresh_examples_vs_baseline'], '.2f')} | "
+                     f"{_fmt(r['steps'], ',.0f')} | {_fmt(r['steps_vs_baseline'], '.2f')} |")
+    return "\n".join(lines)
+
+
+def replay_table(document: dict) -> str:
+    """Markdown: modelled-accelerator time to target per R and e, and the speedup over the same seed's baseline."""
+    measured = {}
+    for key, value in document["results"].get("pipelines", {}).items():
+        measured.setdefault(key.split("/seed=")[0], []).append(value["measured_ratio"])
+    lines = ["| task | R | measured R | e | echo shuffle | reached | time to target (step times) | speedup over baseline (same seed) | fresh examples | steps |",
+             "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for r in replay_rows(document):
+        factor = f"AutoEcho (held {_fmt(r.get('held_factor'), '.1f')})" if r.get("auto_echo") else f"{r['factor']:g}"
+        ratios = measured.get(f"{r['task']}/R={r['ratio']:g}")
+        lines.append(f"| {r['task']} | {r['ratio']:g} | {_fmt(spread(ratios), '.2f') if ratios else '-'} | {factor} | "
+                     f"{r['echo_shuffle']} | {r['reached']}/{r['runs']} | {_fmt(r['seconds_in_steps'], ',.0f')} | "
+                     f"{_fmt(_inverse(r['seconds_in_steps_vs_baseline']), '.2f', ratio=True)} | "
+                     f"{_fmt(r['fresh_examples'], ',.0f')} | {_fmt(r['steps'], ',.0f')} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path, help="a time_to_target results JSON")
+    args = parser.parse_args(argv)
+    if not args.results.exists():
+        parser.error(f"results: no such file: {args.results}")
+    document = json.loads(args.results.read_text())
+    print(sample_table(document))
+    print()
+    print(replay_table(document))
+
+
+if __name__ == "__main__":
+    main()
