@@ -23,7 +23,7 @@ file); ``--quick`` for a short check (about 2 minutes).
 
 ``--cpu`` measures instead what the modelled step hides: R measured apart against R under
 load, with a real training step on this machine's CPU (the ResNet-8 task of
-:mod:`benchmarks.time_to_target`, echoing before augmentation). The read is throttled so
+:mod:`benchmarks.tasks`, echoing before augmentation). The read is throttled so
 that :func:`echoing.measure_ratio` gives ``R = cpu_ratio``; then AutoEcho trains, and a
 run at the fixed ``e = R measured apart`` beside it. Results go to
 ``auto_echo_cpu.json`` in the output folder (about 20 minutes).
@@ -289,28 +289,34 @@ class CpuConfig:
 
 def cpu_under_load(config: CpuConfig, seed: int) -> dict:
     """R apart against R under load, with the ResNet-8 step on this machine's CPU."""
-    from benchmarks import time_to_target  # Heavy (models, pipelines): only this mode needs it.
-    from pipelines import image
+    from benchmarks.tasks import TASKS  # Heavy (models, pipelines): only this mode needs it.
 
-    settings = time_to_target.TASKS["resnet"]
+    # Without XLA, as when benchmarks/results/auto_echo_cpu.json ran.
+    task = TASKS["resnet"].with_settings(jit_compile=False)
+    batch_size = task.settings.batch_size
     variable = tf.Variable(1.0, dtype=tf.float64)
-    run = time_to_target.RunConfig("wallclock", "resnet", "before_augment", variable, config.echo_shuffle, seed)
-    free = time_to_target.measure_rates(settings, run)
-    read_rate = settings.batch_size / (config.cpu_ratio * free.downstream_seconds)
-    throttled_seconds = settings.batch_size / read_rate  # = cpu_ratio * step seconds
+
+    def measure(read_rate=None) -> echoing.RatioMeasurement:
+        keras.utils.set_random_seed(seed)
+        baseline = task.train_dataset(task.pipeline_config("none", 1.0, 0, seed, read_rate=read_rate))
+        return echoing.measure_ratio(baseline, task.build_model(), batches=10, warmup=3, repeats=3)
+
+    free = measure()
+    read_rate = batch_size / (config.cpu_ratio * free.downstream_seconds)
+    throttled_seconds = batch_size / read_rate  # = cpu_ratio * step seconds
     if free.upstream_seconds > 0.5 * throttled_seconds:
         # Then decoding and augmenting, not the read, would set the upstream's pace.
         print(f"warning: the unthrottled pipeline ({free.upstream_seconds * 1e3:.0f} ms/batch) is not well below the "
               f"throttled read ({throttled_seconds * 1e3:.0f} ms/batch)")
-    apart = time_to_target.measure_rates(settings, run, read_rate=read_rate)
+    apart = measure(read_rate)
 
     def train(factor_value, with_auto):
         keras.utils.set_random_seed(seed)
         variable.assign(factor_value)
-        model = time_to_target.build_model(settings)
+        model = task.build_model()
         stats = echoing.EchoStats()
-        dataset = image.train_dataset(time_to_target.pipeline_config(run, settings, source=None, cache_dir=None,
-                                                                     read_rate=read_rate), stats=stats)
+        dataset = task.train_dataset(task.pipeline_config("before_augment", variable, config.echo_shuffle, seed,
+                                                          read_rate=read_rate), stats=stats)
         times = StepTimes()
         auto = echoing.AutoEcho(variable, max_factor=config.max_factor, stats=stats, verbose=0) if with_auto else None
         model.fit(dataset, steps_per_epoch=config.steps, epochs=1, verbose=0, callbacks=[times] + ([auto] if auto else []))

@@ -34,7 +34,7 @@ import numpy as np
 
 import echoing
 from benchmarks import results_io
-from benchmarks import time_to_target as ttt
+from benchmarks.tasks import Task, TaskSettings
 from pipelines import image
 
 
@@ -75,24 +75,27 @@ class CriticalBatchSettings:
     num_train_examples: Optional[int] = None
 
 
-def task_settings(settings: CriticalBatchSettings, batch_size: int) -> ttt.TaskSettings:
-    """The ResNet task's settings at one batch size (learning rate scaled linearly)."""
-    return ttt.TaskSettings(
+def task_at(settings: CriticalBatchSettings, batch_size: int) -> Task:
+    """The ResNet task at one batch size (learning rate scaled linearly).
+
+    Without XLA, as when the committed results (benchmarks/results/critical_batch.json) ran.
+    """
+    return Task(TaskSettings(
         name="resnet", batch_size=batch_size,
         learning_rate=settings.base_learning_rate * batch_size / settings.base_batch_size,
         warmup_steps=max(1, math.ceil(settings.warmup_examples / batch_size)),
         budget_steps=math.ceil(settings.budget_examples / batch_size),
         eval_every=max(1, settings.eval_every_examples // batch_size),
-        eval_examples=settings.eval_examples, target=settings.target, model=dict(settings.model),
-    )
+        eval_examples=settings.eval_examples, target=settings.target, model=dict(settings.model), jit_compile=False,
+    ))
 
 
 class _EvaluateToTarget(keras.callbacks.Callback):
     """Evaluates at the end of every (short) epoch and stops training at the target."""
 
-    def __init__(self, eval_batches, target: float, steps_per_epoch: int, batch_size: int):
+    def __init__(self, task, eval_batches, target: float, steps_per_epoch: int, batch_size: int):
         super().__init__()
-        self.eval_batches, self.target = eval_batches, target
+        self.task, self.eval_batches, self.target = task, eval_batches, target
         self.steps_per_epoch, self.batch_size = steps_per_epoch, batch_size
         self.curve: list[dict] = []
         self.train_seconds = 0.0
@@ -102,7 +105,7 @@ class _EvaluateToTarget(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.train_seconds += time.perf_counter() - self._start  # Evaluation is not training time.
-        metric = ttt.evaluate(self.model, self.eval_batches, "resnet")
+        metric = self.task.evaluate(self.model, self.eval_batches)
         steps = (epoch + 1) * self.steps_per_epoch
         self.curve.append({"step": steps, "examples": steps * self.batch_size, "seconds": self.train_seconds, "metric": metric})
         if metric >= self.target:
@@ -111,18 +114,16 @@ class _EvaluateToTarget(keras.callbacks.Callback):
 
 def train_at_batch_size(settings: CriticalBatchSettings, batch_size: int, seed: int, *, cache_dir=None, log=print) -> dict:
     """Trains to the target at one batch size with the noise-scale callback; returns the record."""
-    task = task_settings(settings, batch_size)
+    task = task_at(settings, batch_size)
     keras.utils.set_random_seed(seed)
-    model = ttt.build_model(task)
-    run = ttt.RunConfig("sample", "resnet", "none", 1.0, 0, seed)
-    config = ttt.pipeline_config(run, task, source=None, cache_dir=cache_dir, read_rate=None,
-                                 num_train_examples=settings.num_train_examples)
+    model = task.build_model()
+    config = task.pipeline_config("none", 1.0, 0, seed, cache_dir=cache_dir, num_train_examples=settings.num_train_examples)
     eval_batches = list(image.eval_dataset(config).take(math.ceil(settings.eval_examples / batch_size)))
     noise = echoing.NoiseScaleCallback(every_n_steps=settings.noise_every_steps,
                                        num_microbatches=settings.num_microbatches, verbose=0)
-    to_target = _EvaluateToTarget(eval_batches, settings.target, task.eval_every, batch_size)
-    epochs = math.ceil(task.budget_steps / task.eval_every)
-    model.fit(image.train_dataset(config), steps_per_epoch=task.eval_every, epochs=epochs,
+    to_target = _EvaluateToTarget(task, eval_batches, settings.target, task.settings.eval_every, batch_size)
+    epochs = math.ceil(task.settings.budget_steps / task.settings.eval_every)
+    model.fit(image.train_dataset(config), steps_per_epoch=task.settings.eval_every, epochs=epochs,
               callbacks=[noise, to_target], shuffle=False, verbose=0)
     last = to_target.curve[-1]
     reached = last["metric"] >= settings.target
@@ -131,7 +132,7 @@ def train_at_batch_size(settings: CriticalBatchSettings, batch_size: int, seed: 
         f"({last['examples']:,} examples, {last['seconds']:.0f}s), B_simple at the end "
         f"{smoothed[-1] if smoothed else float('nan'):.0f}; {noise.describe()}")
     return {
-        "batch_size": batch_size, "seed": seed, "learning_rate": task.learning_rate, "reached": reached,
+        "batch_size": batch_size, "seed": seed, "learning_rate": task.settings.learning_rate, "reached": reached,
         "steps": last["step"] if reached else None, "examples": last["examples"] if reached else None,
         "seconds": last["seconds"], "curve": to_target.curve,
         "noise_scale": [{k: m[k] for k in ("step", "b_simple", "b_simple_smoothed", "smoothed_gradient_sq_norm",
@@ -194,11 +195,10 @@ class _StepTimes(keras.callbacks.Callback):
 def measure_overhead(settings: CriticalBatchSettings, *, batch_size: int = 128, steps: int = 100, repeats: int = 5,
                      skip: int = 10, cache_dir=None) -> dict:
     """Seconds per step with and without the callback, alternated on one model, in-memory batches."""
-    task = task_settings(settings, batch_size)
+    task = task_at(settings, batch_size)
     keras.utils.set_random_seed(0)
-    model = ttt.build_model(task)
-    config = ttt.pipeline_config(ttt.RunConfig("sample", "resnet", "none", 1.0, 0, 0), task, source=None,
-                                 cache_dir=cache_dir, read_rate=None, num_train_examples=settings.num_train_examples)
+    model = task.build_model()
+    config = task.pipeline_config("none", 1.0, 0, 0, cache_dir=cache_dir, num_train_examples=settings.num_train_examples)
     in_memory = image.train_dataset(config).take(16).cache().repeat()
     list(in_memory.take(16))  # Fill the cache before timing.
     callback = echoing.NoiseScaleCallback(every_n_steps=settings.noise_every_steps,
@@ -226,7 +226,7 @@ def run(settings: CriticalBatchSettings, output: Path, *, overhead: bool = True,
         for batch_size in settings.batch_sizes:
             if any(r["batch_size"] == batch_size and r["seed"] == seed for r in runs):
                 continue
-            log(f"B={batch_size} seed={seed} (learning rate {task_settings(settings, batch_size).learning_rate:g})")
+            log(f"B={batch_size} seed={seed} (learning rate {task_at(settings, batch_size).settings.learning_rate:g})")
             runs.append(train_at_batch_size(settings, batch_size, seed, cache_dir=cache_dir, log=log))
             results["summary"] = summarise(runs)
             results_io.write_results(output.stem, document_settings, results, output.parent)

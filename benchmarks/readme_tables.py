@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from benchmarks import auto_echo, critical_batch, results_io, service, throughput, time_to_target, xla_check
+from benchmarks import auto_echo, critical_batch, demo, reporting, results_io, service, throughput, xla_check
 
 
 def shapes_baselines_table(document: dict) -> str:
@@ -28,9 +28,9 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 RENDERERS: dict[str, Callable[[dict], str]] = {
     "throughput": throughput.table,
     "shapes_baselines": shapes_baselines_table,
-    "time_to_target_quick": time_to_target.table,
-    "time_to_target": time_to_target.table,
-    "time_to_target_best": time_to_target.best_factor_table,
+    "demo": demo.table,
+    "time_to_target": reporting.sample_table,
+    "time_to_target_replay": reporting.replay_table,
     "critical_batch": critical_batch.table,
     "auto_echo": auto_echo.table,
     "auto_echo_cpu": auto_echo.cpu_table,
@@ -40,7 +40,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
 
 
 # Tables drawn from another table's results file.
-SOURCES = {"time_to_target_best": "time_to_target"}
+SOURCES = {"time_to_target_replay": "time_to_target"}
 
 
 def render(name: str, document: dict) -> str:

@@ -1,7 +1,7 @@
 """XLA on or off per task: the training step's rate with and without ``jit_compile`` on this host.
 
-:func:`benchmarks.time_to_target.build_model` compiles each task with the setting in
-:data:`benchmarks.time_to_target.JIT_COMPILE`; this measures the choice. Each task's model
+:meth:`benchmarks.tasks.Task.build_model` compiles each task with its ``jit_compile``
+setting (:data:`benchmarks.tasks.TASKS`); this measures the choice. Each task's model
 trains on one batch held in memory (so that only the step is timed), with XLA off and on
 alternated over repeats (and which goes first) so that machine noise hits both alike; the figure is the median
 steps per second after warm-up, and the ratio is taken within each repeat.
@@ -20,7 +20,7 @@ import statistics
 import tensorflow as tf
 
 from benchmarks import results_io
-from benchmarks import time_to_target as ttt
+from benchmarks.tasks import TASKS, Task
 from benchmarks.auto_echo import StepTimes, rate_between
 
 
@@ -41,7 +41,7 @@ class XlaCheckConfig:
     repeats: int = 3
 
 
-def batch_of(settings: ttt.TaskSettings) -> tuple[tf.Tensor, tf.Tensor]:
+def batch_of(settings) -> tuple[tf.Tensor, tf.Tensor]:
     """One batch of the task's shapes and dtypes (the values do not change a step's cost)."""
     if settings.name == "resnet":
         return tf.random.stateless_uniform([settings.batch_size, 32, 32, 3], [0, 0]), tf.zeros([settings.batch_size], tf.int64)
@@ -50,11 +50,11 @@ def batch_of(settings: ttt.TaskSettings) -> tuple[tf.Tensor, tf.Tensor]:
     return tokens, tokens
 
 
-def step_rate(settings: ttt.TaskSettings, jit_compile: bool, config: XlaCheckConfig) -> float:
+def step_rate(task: Task, jit_compile: bool, config: XlaCheckConfig) -> float:
     """Steps per second of ``fit`` on one batch held in memory, after warm-up."""
-    model = ttt.build_model(settings, jit_compile=jit_compile)
+    model = task.build_model(jit_compile=jit_compile)
     times = StepTimes()
-    dataset = tf.data.Dataset.from_tensors(batch_of(settings)).repeat()
+    dataset = tf.data.Dataset.from_tensors(batch_of(task.settings)).repeat()
     model.fit(dataset, steps_per_epoch=config.warmup_steps + config.steps, epochs=1, verbose=0, callbacks=[times])
     return rate_between(times.times, config.warmup_steps)
 
@@ -62,16 +62,16 @@ def step_rate(settings: ttt.TaskSettings, jit_compile: bool, config: XlaCheckCon
 def run(config: XlaCheckConfig, output) -> dict:
     results = {}
     for task in config.tasks:
-        settings = ttt.TASKS[task]
+        chosen = TASKS[task]
         pairs = []
         for repeat in range(config.repeats):
             # Alternate which goes first, so that warming the machine favours neither.
             if repeat % 2 == 0:
-                off = step_rate(settings, False, config)
-                on = step_rate(settings, True, config)
+                off = step_rate(chosen, False, config)
+                on = step_rate(chosen, True, config)
             else:
-                on = step_rate(settings, True, config)
-                off = step_rate(settings, False, config)
+                on = step_rate(chosen, True, config)
+                off = step_rate(chosen, False, config)
             pairs.append({"off": off, "on": on, "on_over_off": on / off})
             print(f"{task} repeat {repeat}: XLA off {off:.2f}, on {on:.2f} steps/s")
         results[task] = {
@@ -80,7 +80,7 @@ def run(config: XlaCheckConfig, output) -> dict:
             "on_median": statistics.median(p["on"] for p in pairs),
             "on_over_off_median": statistics.median(p["on_over_off"] for p in pairs),
             "on_over_off_range": [min(p["on_over_off"] for p in pairs), max(p["on_over_off"] for p in pairs)],
-            "chosen": ttt.JIT_COMPILE[task],
+            "chosen": TASKS[task].settings.jit_compile,
         }
     results_io.write_results(output.stem, dataclasses.asdict(config), results, output.parent)
     return {"settings": dataclasses.asdict(config), "results": results}

@@ -82,7 +82,7 @@ def test_nothing_in_the_project_refers_outside_the_repository():
 
 def test_readme_gives_the_two_setup_commands():
     text = (ROOT / "README.md").read_text()
-    assert 'pip install -e ".[test,bench]" && python -m benchmarks.time_to_target --quick' in text
+    assert 'pip install -e ".[test,bench]" && python -m benchmarks.demo' in text
     assert "python -m pytest" in text
     assert "python -m pytest" in (ROOT / ".ci" / "run").read_text()
 

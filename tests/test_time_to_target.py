@@ -1,151 +1,212 @@
-"""The time-to-target benchmark end to end on tiny settings: results file, resume, table, plots."""
+"""The time-to-target benchmark end to end on tiny settings: crossing rule, counting, replay, resume, tables, plots."""
 
 import dataclasses
 import json
 
 import pytest
 
-import echoing
-from benchmarks import plots, time_to_target as T
+from benchmarks import plots, reporting, results_io, time_to_target as T
+from benchmarks.tasks import TASKS
+from benchmarks.training import crossing, fresh_examples, scheduled_fresh_examples
 
 TINY_TASKS = {
-    "resnet": dataclasses.replace(T.TASKS["resnet"], batch_size=16, budget_steps=4, eval_every=2, eval_examples=32,
-                                  target=0.0, model={"depth": 8, "width": 4}),
-    "transformer": dataclasses.replace(T.TASKS["transformer"], batch_size=4, budget_steps=4, eval_every=2, eval_examples=8,
-                                       target=100.0, model={"sequence_length": 16, "layers_count": 1, "width": 16, "heads": 2}),
+    "resnet": TASKS["resnet"].with_settings(batch_size=16, budget_steps=8, eval_every=2, eval_examples=32, target=0.0,
+                                            model={"depth": 8, "width": 4}, jit_compile=False),
+    "transformer": TASKS["transformer"].with_settings(batch_size=4, budget_steps=8, eval_every=2, eval_examples=8, target=100.0,
+                                                      model={"sequence_length": 16, "layers_count": 1, "width": 16, "heads": 2}, jit_compile=False),
 }
+STEP_SECONDS = 0.01
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    """One tiny plan over both tasks and both modes, run once for the module."""
+    """One tiny plan: both tasks in sample mode, then the ResNet replayed at R=2 with AutoEcho."""
     directory = tmp_path_factory.mktemp("ttt")
-    plan = T.BenchmarkPlan(tasks=["resnet", "transformer"], factors=[2], echo_shuffles=[0, 8], seeds=[0], ratios=[2],
-                           wallclock_factors=[1, 2], num_train_examples=1000,
+    plan = T.BenchmarkPlan(tasks=["resnet", "transformer"], modes=["sample"], factors=[2], echo_shuffle_batches=[2, 0],
+                           seeds=[0], ratios=[2], replay_factors=[1, 2], step_seconds=STEP_SECONDS, num_train_examples=1000,
                            placements={"resnet": ["none", "before_augment", "after_batch"], "transformer": ["none", "example"]})
-    plan_runs = [r for r in T.planned_runs(plan) if not (r.task == "transformer" and r.mode == "wallclock")]
     output = directory / "time_to_target.json"
     lines = []
-    T.run_plan(dataclasses.replace(plan, modes=["sample"]), output, TINY_TASKS, log=lines.append)
-    T.run_plan(dataclasses.replace(plan, tasks=["resnet"], modes=["wallclock"]), output, TINY_TASKS, log=lines.append)
-    return output, plan, plan_runs, lines
+    T.run_plan(plan, output, TINY_TASKS, log=lines.append)
+    T.run_plan(dataclasses.replace(plan, tasks=["resnet"], modes=["replay"]), output, TINY_TASKS, log=lines.append)
+    return output, plan, lines
 
 
-def test_every_planned_configuration_is_recorded(finished):
-    output, _, plan_runs, _ = finished
+def records(output, mode):
+    return [r for r in json.loads(output.read_text())["results"]["runs"] if r["config"]["mode"] == mode]
+
+
+def test_every_planned_sample_run_is_recorded_and_confirmed_by_a_second_evaluation(finished):
+    output, plan, _ = finished
+    recorded = sorted(T.RunConfig(**r["config"]).key() for r in records(output, "sample"))
+    assert recorded == sorted(r.key() for r in T.planned_sample_runs(plan, TINY_TASKS))
+    for record in records(output, "sample"):
+        assert record["reached"]  # The tiny targets are met at every evaluation...
+        assert record["steps"] == 2  # ...so the first of two in a row is the one at step 2,
+        assert [p["step"] for p in record["curve"]] == [2, 4]  # and training stops at the second.
+
+
+def test_no_buffer_fill_is_counted_as_fresh(finished):
+    output, *_ = finished
+    runs = {(r["config"]["task"], r["config"]["placement"], r["config"]["echo_shuffle"]): r["fresh_examples"]
+            for r in records(output, "sample")}
+    assert runs[("resnet", "none", 0)] == 2 * 16
+    # The echo shuffle buffer (2 batches' worth: 32 examples, or 2 batches) changes nothing.
+    assert runs[("resnet", "before_augment", 0)] == runs[("resnet", "before_augment", 32)] == 2 * 16 / 2
+    assert runs[("resnet", "after_batch", 0)] == runs[("resnet", "after_batch", 2)] == 2 * 16 / 2
+    assert runs[("transformer", "example", 0)] == 2 * 4 / 2
+
+
+def test_echo_shuffle_buffers_are_given_in_batches_worth():
+    task = TASKS["resnet"]
+    assert T.echo_shuffle_elements(task, "before_augment", 8) == 8 * 128
+    assert T.echo_shuffle_elements(task, "after_batch", 8) == 8
+    assert T.echo_shuffle_elements(task, "none", 8) == 0
+
+
+def test_crossing_needs_two_evaluations_in_a_row():
+    task = TASKS["resnet"].with_settings(target=0.8)
+    curve = [{"step": s, "metric": m} for s, m in [(25, 0.81), (50, 0.78), (75, 0.80), (100, 0.83)]]
+    assert crossing(curve, task)["step"] == 75  # The lucky 0.81 at step 25 alone does not count.
+    assert crossing(curve[:3], task) is None
+    lower = TASKS["transformer"].with_settings(target=2.5)
+    curve = [{"step": s, "metric": m} for s, m in [(50, 2.6), (100, 2.4), (150, 2.45)]]
+    assert crossing(curve, lower)["step"] == 100
+
+
+def test_a_run_that_never_meets_the_target_is_not_reached(tmp_path):
+    task = TINY_TASKS["resnet"].with_settings(target=1.01, budget_steps=4)
+    from benchmarks.training import train_to_target
+
+    record = train_to_target(task, "none", 1.0, 0, seed=0, num_train_examples=1000, log=lambda line: None)
+    assert not record["reached"] and record["steps"] is None and record["fresh_examples"] is None
+    assert [p["step"] for p in record["curve"]] == [2, 4]
+
+
+def test_fresh_examples_for_constant_and_scheduled_factors():
+    task = TASKS["resnet"]
+    assert fresh_examples(task, "before_augment", 10, 2.5) == pytest.approx(10 * 128 / 2.5)
+    assert fresh_examples(task, "after_batch", 10, 2.5) == pytest.approx(10 * 128 / 2.5)
+    assert scheduled_fresh_examples(task, "before_augment", [1, 1, 2, 4], 4) == pytest.approx(128 * (1 + 1 + 0.5 + 0.25))
+    # Steps past the schedule's end run at its last factor.
+    assert scheduled_fresh_examples(task, "before_augment", [1, 2], 4) == pytest.approx(128 * (1 + 0.5 + 0.5 + 0.5))
+
+
+def test_replays_time_the_sample_runs_steps_with_their_best_echo_shuffle(finished):
+    output, *_ = finished
     document = json.loads(output.read_text())
-    assert {"machine", "versions", "settings", "results"} <= set(document)
-    recorded = [T.RunConfig(**r["config"]).key() for r in document["results"]["runs"]]
-    assert sorted(recorded) == sorted(r.key() for r in plan_runs)
-    for record in document["results"]["runs"]:
-        assert record["reached"]  # The tiny targets are met at the first evaluation.
-        assert record["steps"] == 2 and record["seconds"] > 0
-        assert record["curve"][0]["step"] == 2
+    fixed = [r for r in records(output, "replay") if not r["config"]["auto_echo"]]
+    assert sorted((r["config"]["placement"], r["config"]["factor"]) for r in fixed) == [("before_augment", 2.0), ("none", 1.0)]
+    for record in fixed:
+        sample = T.find_sample(document["results"]["runs"], T.RunConfig(**record["config"]))
+        assert record["steps"] == sample["steps"] == 2
+        assert record["seconds"] >= 2 * STEP_SECONDS and record["startup_seconds"] > 0
+    (pipeline,) = document["results"]["pipelines"].values()
+    assert pipeline["read_rate"] == pytest.approx(16 / (2 * STEP_SECONDS))
+    assert pipeline["measured_ratio"] > 0 and pipeline["cpu_seconds_per_batch"] > 0
 
 
-def test_fresh_examples_reflect_the_echo_factor(finished):
+def test_auto_echo_is_replayed_then_trained_on_its_choices(finished):
     output, *_ = finished
-    runs = {(r["config"]["mode"], r["config"]["task"], r["config"]["placement"], r["config"]["echo_shuffle"]): r
-            for r in json.loads(output.read_text())["results"]["runs"]}
-    base = runs[("sample", "resnet", "none", 0)]["fresh_examples"]
-    assert base == 2 * 16
-    assert runs[("sample", "resnet", "before_augment", 0)]["fresh_examples"] == base / 2
-    assert runs[("sample", "resnet", "after_batch", 0)]["fresh_examples"] == base / 2
-    assert runs[("sample", "transformer", "example", 0)]["fresh_examples"] == 2 * 4 / 2
-    assert runs[("sample", "resnet", "before_augment", 8)]["fresh_examples"] == (2 * 16 + 8) / 2
-    assert runs[("sample", "resnet", "after_batch", 8)]["fresh_examples"] == (2 + 8) * 16 / 2
+    (auto,) = [r for r in records(output, "replay") if r["config"]["auto_echo"]]
+    assert auto["config"]["factor"] == 2.0  # The largest replayed factor caps the controller.
+    assert auto["decisions"] and "baseline" in auto["decisions"][0]
+    assert auto["reached"] and auto["steps"] == 2 and auto["seconds"] > 0
+    assert [p["step"] for p in auto["curve"]] == [2, 4]
 
 
-def test_wallclock_mode_measures_r_and_predicts_time(finished):
-    output, *_ = finished
-    results = json.loads(output.read_text())["results"]
-    (key, rates), = results["rates"].items()
-    assert key == "resnet/R=2/seed=0" and rates["read_rate"] > 0 and rates["measured_ratio"] > 0
-    wall = [r for r in results["runs"] if r["config"]["mode"] == "wallclock"]
-    assert sorted(r["config"]["factor"] for r in wall) == [1.0, 2.0]
-    assert all(r["predicted_seconds"] > 0 for r in wall)
-    assert all(r["rates"] == rates for r in wall)  # Measured once per R, kept with each record.
-    (best,) = T.best_factors(json.loads(output.read_text()))
-    fastest = min(wall, key=lambda r: r["seconds"])
-    assert best["best_factor"] == fastest["config"]["factor"] and best["factors_run"] == [1.0, 2.0]
-    base = next(r for r in wall if r["config"]["factor"] == 1.0)
-    assert best["speedup"] == pytest.approx(base["seconds"] / fastest["seconds"])
-    assert best["measured_ratio"] == pytest.approx(rates["measured_ratio"])
-    assert f"| resnet | 2 | {rates['measured_ratio']:.2f} | 1, 2 |" in T.best_factor_table(json.loads(output.read_text()))
+def test_best_echo_shuffle_minimises_the_modelled_time():
+    def record(shuffle, seed, steps, fresh):
+        config = dataclasses.asdict(T.RunConfig("sample", "resnet", "before_augment", 4.0, shuffle, seed))
+        return {"config": config, "reached": True, "steps": steps, "fresh_examples": fresh}
+
+    runs = [record(0, 0, 1000, 32000), record(0, 1, 1000, 32000), record(512, 0, 500, 16000), record(512, 1, 520, 16640)]
+    # At R=4, reading 125-130 batches takes 500-520 steps; with no buffer 1,000 steps bind.
+    assert T.best_echo_shuffle(runs, "resnet", "before_augment", 4.0, 4.0, 128) == 512
+    runs += [record(1024, 0, 400, 12800), {**record(1024, 1, 0, 0), "reached": False}]
+    assert T.best_echo_shuffle(runs, "resnet", "before_augment", 4.0, 4.0, 128) == 512  # A seed that failed counts as infinite.
+    assert T.best_echo_shuffle(runs, "resnet", "before_augment", 8.0, 4.0, 128) is None
 
 
 def test_rerun_skips_finished_configurations(finished):
-    output, plan, _, _ = finished
+    output, plan, _ = finished
     before = output.read_text()
     lines = []
-    T.run_plan(dataclasses.replace(plan, modes=["sample"]), output, TINY_TASKS, log=lines.append)
+    T.run_plan(plan, output, TINY_TASKS, log=lines.append)
+    T.run_plan(dataclasses.replace(plan, tasks=["resnet"], modes=["replay"]), output, TINY_TASKS, log=lines.append)
     assert lines == []
     assert json.loads(output.read_text())["results"]["runs"] == json.loads(before)["results"]["runs"]
 
 
 def test_progress_is_shown(finished):
     *_, lines = finished
-    assert any(line.startswith("[1/") for line in lines)
-    assert any("metric" in line and "to budget" in line for line in lines)
+    assert any(line.startswith("[sample 1/") for line in lines)
+    assert any(line.startswith("[replay 1/") for line in lines)
+    assert any("accuracy" in line and "to budget" in line for line in lines)
+    assert any("measured R" in line and "of the step" in line for line in lines)
 
 
-def test_table_and_plots_are_generated_from_the_results_file(finished):
+def test_tables_and_plots_are_generated_from_the_results_file(finished):
     output, *_ = finished
-    from benchmarks import results_io
-
-    table = T.table(results_io.read_results(output))
-    assert "| sample | resnet | - | before_augment | 2 | 0 | 1/1 | 16 | 0.50 |" in table
+    document = results_io.read_results(output)
+    table = reporting.sample_table(document)
+    assert "| resnet | before_augment | 2 | 32 | 1/1 | 16 | 0.50x |" not in table  # Ratios of counts carry no x.
+    assert "| resnet | before_augment | 2 | 32 | 1/1 | 16 | 0.50 | 2 | 1.00 |" in table
+    replayed = reporting.replay_table(document)
+    assert "| resnet | 2 |" in replayed and "AutoEcho" in replayed
     written = plots.plot_all(output)
     names = sorted(path.name for path in written)
-    assert "time_to_target_resnet_fresh_vs_factor.png" in names
-    assert "time_to_target_resnet_time_vs_factor.png" in names
-    assert "time_to_target_resnet_fresh_vs_shuffle.png" in names
+    assert names == ["time_to_target_resnet_fresh_vs_factor.png", "time_to_target_resnet_fresh_vs_shuffle.png",
+                     "time_to_target_resnet_time_vs_factor.png", "time_to_target_transformer_fresh_vs_factor.png",
+                     "time_to_target_transformer_fresh_vs_shuffle.png"]
     for path in written:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
 
 
-def test_fresh_examples_consumed_uses_the_realised_factor():
-    stats = echoing.EchoStats()
-    stats.fresh.assign(100)
-    stats.emitted.assign(250)
-    assert T.fresh_examples_consumed(10, 16, 16, stats) == pytest.approx(10 * 16 / 2.5)
-    assert T.fresh_examples_consumed(10, 1, 16, stats) == pytest.approx(10 * 16 / 2.5)
+def test_same_seed_ratios_and_their_spread():
+    def record(placement, factor, seed, steps, fresh):
+        config = dataclasses.asdict(T.RunConfig("sample", "resnet", placement, factor, 0, seed))
+        return {"config": config, "reached": True, "steps": steps, "fresh_examples": fresh}
 
-
-def test_an_echo_shuffle_buffer_counts_the_fresh_examples_it_holds():
-    stats = echoing.EchoStats()
-    stats.fresh.assign(100)
-    stats.emitted.assign(200)
-    # 10 steps of 16 examples, plus a full buffer of 8 examples, each a copy of half a fresh one.
-    assert T.fresh_examples_consumed(10, 16, 16, stats, echo_shuffle=8) == pytest.approx((160 + 8) / 2)
-    # Batch echoing: 10 batches consumed plus 4 buffered batches.
-    assert T.fresh_examples_consumed(10, 1, 16, stats, echo_shuffle=4) == pytest.approx(14 * 16 / 2)
+    runs = [record("none", 1.0, 0, 500, 64000), record("none", 1.0, 1, 700, 89600),
+            record("before_augment", 4.0, 0, 500, 16000), record("before_augment", 4.0, 1, 500, 16000)]
+    (row,) = [r for r in reporting.sample_rows({"results": {"runs": runs}}) if r["factor"] == 4.0]
+    # Each run against its own seed's baseline: 16000/64000 and 16000/89600, not against a pooled median.
+    assert row["fresh_examples_vs_baseline"]["values"] == [0.25, pytest.approx(0.1786, abs=1e-4)]
+    assert row["fresh_examples_vs_baseline"]["min"] == pytest.approx(16000 / 89600)
 
 
 def test_command_line_narrows_the_plan():
     _, plan = T.parse_arguments(["--tasks", "transformer", "--modes", "sample", "--seeds", "0", "--placements", "none", "example",
-                                 "--factors", "2", "4", "--echo-shuffles", "0"])
-    runs = T.planned_runs(plan)
+                                 "--factors", "2", "4", "--echo-shuffle-batches", "0"])
+    runs = T.planned_sample_runs(plan, TASKS)
     assert [(r.placement, r.factor, r.echo_shuffle) for r in runs] == [("none", 1.0, 0), ("example", 2.0, 0), ("example", 4.0, 0)]
-    _, plan = T.parse_arguments(["--tasks", "resnet", "--modes", "wallclock", "--ratios", "2", "--wallclock-factors", "1", "2"])
-    assert [(r.ratio, r.factor, r.placement) for r in T.planned_runs(plan) if r.seed == 0] == [(2.0, 1.0, "none"), (2.0, 2.0, "before_augment")]
+    _, plan = T.parse_arguments(["--ratios", "2", "--replay-factors", "1", "2", "--no-auto-echo", "--step-seconds", "0.05"])
+    assert (plan.ratios, plan.replay_factors, plan.auto_echo, plan.step_seconds) == ([2.0], [1.0, 2.0], False, 0.05)
+
+
+@pytest.mark.parametrize("argv", [["--placements", "nowhere"], ["--factors", "0.5"], ["--ratios", "0"],
+                                  ["--step-seconds", "-1"]])
+def test_command_line_refuses_bad_values(argv, capsys):
     with pytest.raises(SystemExit):
-        T.parse_arguments(["--placements", "nowhere"])
+        T.parse_arguments(argv)
+    assert argv[0] in capsys.readouterr().err
 
 
 def test_two_processes_filling_one_results_file_keep_each_others_records(tmp_path):
     path = tmp_path / "shared.json"
-    first, second = T.ResultsFile(path, {}), T.ResultsFile(path, {})  # Both opened before either writes.
+    key = lambda record: T.RunConfig(**record["config"]).key()  # noqa: E731
+    first, second = results_io.ResultsFile(path, {}, key=key), results_io.ResultsFile(path, {}, key=key)
 
     def record(placement):
         return {"config": dataclasses.asdict(T.RunConfig("sample", "resnet", placement, 2.0, 0, 0)), "reached": False}
 
     first.add(record("before_augment"))
-    second.extra.setdefault("rates", {})["resnet/R=2/seed=0"] = {"read_rate": 1.0}
+    second.save_extra("pipelines", {"resnet/R=2/seed=0": {"read_rate": 1.0}})
     second.add(record("after_batch"))
-    first.extra.setdefault("rates", {})["resnet/R=4/seed=0"] = {"read_rate": 2.0}
+    first.save_extra("pipelines", {"resnet/R=4/seed=0": {"read_rate": 2.0}})
     first.add(record("after_augment"))
     first.add(record("after_augment"))  # Again: replaces, does not duplicate.
-    placements = [r["config"]["placement"] for r in json.loads(path.read_text())["results"]["runs"]]
-    assert sorted(placements) == ["after_augment", "after_batch", "before_augment"]
-    assert set(json.loads(path.read_text())["results"]["rates"]) == {"resnet/R=2/seed=0", "resnet/R=4/seed=0"}
+    document = json.loads(path.read_text())
+    assert sorted(r["config"]["placement"] for r in document["results"]["runs"]) == ["after_augment", "after_batch", "before_augment"]
+    assert set(document["results"]["pipelines"]) == {"resnet/R=2/seed=0", "resnet/R=4/seed=0"}

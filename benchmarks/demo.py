@@ -1,0 +1,196 @@
+"""The main job: what echoing buys a ResNet whose storage is 4x slower than its training step.
+
+On the embedded data, with the read throttled so that reading a batch takes R=4 training
+steps, it trains the baseline and AutoEcho to the same validation accuracy and reports,
+for each, the steps, the fresh examples read, the factor AutoEcho chose and the wall-clock
+time to the target on a modelled accelerator host.
+
+How (the protocol of :mod:`benchmarks.time_to_target`, in small):
+
+1. Throttle the read for R=4 against a modelled step of ``step_seconds``, and measure the
+   R this gives (:func:`benchmarks.replay.measure_pipeline`).
+2. Replay AutoEcho (:class:`echoing.EchoController`) on that pipeline: the step sleeps, as
+   a host's CPU is free while its accelerator computes; the controller sets e.
+3. Train the baseline, and train on AutoEcho's choices, to the target (two evaluations in
+   a row at or above it); training is deterministic per seed, so its steps are the steps
+   the host would take.
+4. Replay the baseline for its steps. Each run's time to target is its replay's clock at
+   the step where its training crossed.
+
+The wall clock is the modelled host's, not this CPU's: here the training step itself
+shares two cores with the pipeline, so training on this CPU says little about a host
+whose step runs on an accelerator (the README's "Results" has both).
+
+Run ``python -m benchmarks.demo`` (about 6 minutes on 2 cores, after the embedded data
+is generated once); it prints a table and writes ``demo.json`` and ``demo.png`` to
+``runs/`` (``--output-dir``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Optional
+
+import tensorflow as tf
+
+import echoing
+from benchmarks import replay, results_io
+from benchmarks.tasks import TASKS, Task
+from benchmarks.training import train_to_target
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoConfig:
+    """Settings of the main job.
+
+    Attributes:
+      ratio: R, the read's time per batch over the step's.
+      target: validation accuracy to reach (the full benchmark's is 0.80; 0.70 keeps the
+        job short).
+      step_seconds: the modelled accelerator's step. 30 ms keeps this pipeline's own CPU
+        work well below the step (its share is measured and printed).
+      seed: seeds data, augmentation, echo and weights.
+      budget_steps: steps after which a run stops without the target.
+      eval_every: steps between evaluations.
+      eval_examples: held-out examples per evaluation.
+      max_factor: the largest factor AutoEcho may set.
+      echo_shuffle_batches: the echo shuffle buffer, in batches' worth of examples.
+      fixed_factor: also train and replay this fixed factor (``None``: not run, which
+        keeps the job under 10 minutes).
+    """
+
+    ratio: float = 4.0
+    target: float = 0.70
+    step_seconds: float = 0.03
+    seed: int = 0
+    budget_steps: int = 800
+    eval_every: int = 25
+    eval_examples: int = 1000
+    max_factor: float = 8.0
+    echo_shuffle_batches: int = 8
+    fixed_factor: Optional[float] = None
+    num_train_examples: Optional[int] = None
+
+
+def run(config: DemoConfig, *, task: Optional[Task] = None, cache_dir=None, log=print) -> dict:
+    """Runs the main job; returns its results document's ``results``.
+
+    ``task`` replaces the ResNet task (smaller models for tests); the config's target,
+    budget and evaluation settings apply to it.
+    """
+    task = (task or TASKS["resnet"]).with_settings(target=config.target, budget_steps=config.budget_steps,
+                                                   eval_every=config.eval_every, eval_examples=config.eval_examples)
+    options = dict(cache_dir=cache_dir, num_train_examples=config.num_train_examples)
+    shuffle = config.echo_shuffle_batches * task.settings.batch_size
+    log(f"Measuring the pipeline throttled for R={config.ratio:g} against a {config.step_seconds * 1e3:.0f} ms step")
+    pipeline = replay.measure_pipeline(task, ratio=config.ratio, step_seconds=config.step_seconds, seed=config.seed,
+                                       max_factor=config.max_factor, echo_shuffle=shuffle, **options)
+    log(f"  measured R {pipeline['measured_ratio']:.2f}; the pipeline's own CPU work at e={config.max_factor:g} is "
+        f"{pipeline['cpu_share_of_step']:.0%} of the step")
+
+    log("AutoEcho on the modelled host")
+    factor = tf.Variable(1.0, dtype=tf.float64)
+    controller = echoing.EchoController(max_factor=config.max_factor)
+    auto_pipeline = task.pipeline_config(task.default_point, factor, shuffle, config.seed, read_rate=pipeline["read_rate"], **options)
+    auto_timeline = replay.replay(task, auto_pipeline, steps=config.budget_steps, step_seconds=config.step_seconds,
+                                  controller=controller, factor=factor)
+    held = next((d for d in controller.decisions if d.phase == "hold"), None)
+    log(f"  {held}" if held else "  AutoEcho did not settle")
+
+    runs = {}
+    plan = [("baseline", "none", 1.0, 0, None), ("AutoEcho", task.default_point, config.max_factor, shuffle, auto_timeline)]
+    if config.fixed_factor is not None:
+        plan.append((f"e={config.fixed_factor:g}", task.default_point, config.fixed_factor, shuffle, None))
+    for name, placement, factor_value, echo_shuffle, timeline in plan:
+        log(f"Training {name} to accuracy {config.target:g}")
+        schedule = timeline["factors"] if timeline is not None else None
+        trained = train_to_target(task, placement, factor_value, echo_shuffle, seed=config.seed, factor_schedule=schedule,
+                                  log=log, **options)
+        record = {"placement": placement, "factor": factor_value, "echo_shuffle": echo_shuffle, **trained, "seconds": None}
+        if trained["reached"]:
+            if timeline is None:
+                log(f"Replaying {name} for its {trained['steps']} steps")
+                run_config = task.pipeline_config(placement, factor_value, echo_shuffle, config.seed,
+                                                  read_rate=pipeline["read_rate"], **options)
+                timeline = replay.replay(task, run_config, steps=trained["steps"], step_seconds=config.step_seconds)
+            if trained["steps"] <= len(timeline["seconds"]):
+                record["seconds"] = timeline["seconds"][trained["steps"] - 1]
+                record["step_times"] = timeline["seconds"]
+        runs[name] = record
+    return {"pipeline": pipeline, "auto_echo": {"held_factor": held.factor if held else None,
+                                                "held_from_step": held.step if held else None,
+                                                "decisions": [str(d) for d in controller.decisions]},
+            "runs": runs}
+
+
+def table(document: dict) -> str:
+    """Markdown: each run's steps, fresh examples and modelled time to target, against the baseline."""
+    results = document["results"]
+    runs = results["runs"]
+    base = runs["baseline"]
+    lines = ["| run | e | steps to target | fresh examples | fresh vs baseline | time to target (s, modelled host) | speedup |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for name, record in runs.items():
+        factor = f"chosen: {results['auto_echo']['held_factor']:.1f}" if name == "AutoEcho" and results["auto_echo"]["held_factor"] \
+            else f"{record['factor']:g}"
+        if not record["reached"]:
+            lines.append(f"| {name} | {factor} | not reached | - | - | - | - |")
+            continue
+        fresh = f"{record['fresh_examples'] / base['fresh_examples']:.2f}" if base["reached"] else "-"
+        seconds = "-" if record["seconds"] is None else f"{record['seconds']:.1f}"
+        speedup = f"{base['seconds'] / record['seconds']:.2f}x" if base.get("seconds") and record.get("seconds") else "-"
+        lines.append(f"| {name} | {factor} | {record['steps']:,} | {record['fresh_examples']:,.0f} | {fresh} | {seconds} | {speedup} |")
+    pipeline = results["pipeline"]
+    lines.append("")
+    lines.append(f"Read throttled for R={pipeline['ratio']:g} (measured {pipeline['measured_ratio']:.2f}) against a "
+                 f"{pipeline['step_seconds'] * 1e3:.0f} ms modelled step; one seed.")
+    return "\n".join(lines)
+
+
+def plot(document: dict, path) -> None:
+    """Validation accuracy against modelled seconds, baseline and echoed runs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(5, 3.5))
+    for name, record in document["results"]["runs"].items():
+        times = record.get("step_times")
+        if not times:
+            continue
+        points = [(times[p["step"] - 1], p["metric"]) for p in record["curve"] if p["step"] <= len(times)]
+        axes.plot(*zip(*points), "-", label=name)
+    target = document["settings"]["target"]
+    axes.axhline(target, color="k", linestyle=":", label=f"target {target:g}")
+    axes.set(xlabel="seconds on the modelled host", ylabel="validation accuracy",
+             title=f"R={document['settings']['ratio']:g}: time to target")
+    axes.legend(fontsize=8)
+    figure.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(figure)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=DemoConfig.seed)
+    parser.add_argument("--fixed-factor", type=float, default=None, help="also run this fixed echo factor (adds ~3 minutes)")
+    results_io.add_output_dir_argument(parser)
+    args = parser.parse_args(argv)
+    if args.fixed_factor is not None and not args.fixed_factor >= 1:
+        parser.error(f"--fixed-factor: expected a number >= 1, got {args.fixed_factor}")
+    config = DemoConfig(seed=args.seed, fixed_factor=args.fixed_factor)
+    results = run(config)
+    path = results_io.write_results("demo", dataclasses.asdict(config), results, args.output_dir)
+    document = results_io.read_results(path)
+    plot(document, args.output_dir / "demo.png")
+    print()
+    print(table(document))
+    print()
+    print("Time is that of a host whose step (30 ms, modelled) runs on an accelerator while this pipeline runs for real; "
+          "training on this CPU shares its two cores with the pipeline and gains less.")
+    print(f"results: {path}\nplot: {args.output_dir / 'demo.png'}")
+
+
+if __name__ == "__main__":
+    main()

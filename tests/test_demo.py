@@ -1,0 +1,50 @@
+"""The main job on tiny settings: it trains, replays, reports and draws, and refuses bad options."""
+
+import json
+
+import pytest
+
+from benchmarks import demo, results_io
+from benchmarks.tasks import TASKS
+
+TINY = TASKS["resnet"].with_settings(batch_size=16, model={"depth": 8, "width": 4}, jit_compile=False)
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("demo")
+    config = demo.DemoConfig(target=0.0, step_seconds=0.01, budget_steps=12, eval_every=2, eval_examples=32,
+                             echo_shuffle_batches=2, fixed_factor=2.0, num_train_examples=1000)
+    lines = []
+    results = demo.run(config, task=TINY, log=lines.append)
+    path = results_io.write_results("demo", demo.dataclasses.asdict(config), results, directory)
+    document = results_io.read_results(path)
+    demo.plot(document, directory / "demo.png")
+    return document, directory, lines
+
+
+def test_every_run_reaches_the_tiny_target_and_is_timed(document):
+    document, *_ = document
+    runs = document["results"]["runs"]
+    assert list(runs) == ["baseline", "AutoEcho", "e=2"]
+    for record in runs.values():
+        assert record["reached"] and record["steps"] == 2  # Two evaluations in a row; the first counts.
+        assert record["seconds"] >= 2 * 0.01
+    assert runs["e=2"]["fresh_examples"] == runs["baseline"]["fresh_examples"] / 2
+    assert document["results"]["auto_echo"]["decisions"]
+
+
+def test_table_and_plot(document):
+    document, directory, lines = document
+    table = demo.table(document)
+    assert table.splitlines()[2].startswith("| baseline | 1 | 2 | 32 | 1.00 |")
+    assert "| e=2 | 2 | 2 | 16 | 0.50 |" in table
+    assert "measured" in table and "one seed" in table
+    assert (directory / "demo.png").read_bytes()[:4] == b"\x89PNG"
+    assert any("measured R" in line for line in lines)
+
+
+def test_command_line_refuses_a_factor_below_one(capsys):
+    with pytest.raises(SystemExit):
+        demo.main(["--fixed-factor", "0.5"])
+    assert "--fixed-factor" in capsys.readouterr().err
