@@ -13,7 +13,7 @@ Example:
 ...         for p, e, s, n, f in [("none", 1.0, 0, 500, 64000), ("none", 1.0, 1, 600, 76800),
 ...                               ("before_augment", 2.0, 0, 600, 38400), ("before_augment", 2.0, 1, 600, 38400)]]
 >>> row = [r for r in sample_rows({"results": {"runs": runs}}) if r["factor"] == 2][0]
->>> row["fresh_vs_baseline"]
+>>> row["fresh_examples_vs_baseline"]
 {'median': 0.55, 'min': 0.5, 'max': 0.6, 'values': [0.6, 0.5]}
 """
 
