@@ -31,6 +31,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "demo": demo.table,
     "time_to_target": reporting.sample_table,
     "time_to_target_replay": reporting.replay_table,
+    "time_to_target_best": reporting.best_table,
     "critical_batch": critical_batch.table,
     "auto_echo": auto_echo.table,
     "auto_echo_cpu": auto_echo.cpu_table,
@@ -40,7 +41,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
 
 
 # Tables drawn from another table's results file.
-SOURCES = {"time_to_target_replay": "time_to_target"}
+SOURCES = {"time_to_target_replay": "time_to_target", "time_to_target_best": "time_to_target"}
 
 
 def render(name: str, document: dict) -> str:

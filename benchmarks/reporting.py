@@ -38,7 +38,7 @@ def spread(values: list) -> Optional[dict]:
     if not present:
         return None
     return {"median": float(np.median(present)), "min": float(min(present)), "max": float(max(present)),
-            "values": [round(v, 4) for v in present]}
+            "values": [float(v) for v in present]}
 
 
 def _group_key(config: dict) -> str:
@@ -133,6 +133,50 @@ def replay_table(document: dict) -> str:
     return "\n".join(lines)
 
 
+def best_rows(document: dict) -> list[dict]:
+    """Per task and R (replay): the best fixed e by median speedup, and AutoEcho against it, seed by seed."""
+    rows_by_key: dict = {}
+    for row in replay_rows(document):
+        rows_by_key.setdefault((row["task"], row["ratio"]), []).append(row)
+    runs = [r for r in document["results"]["runs"] if r["config"]["mode"] == "replay" and r.get("seconds")]
+    out = []
+    for (task, ratio), group in sorted(rows_by_key.items()):
+        fixed = [r for r in group if not r.get("auto_echo") and r["seconds_in_steps_vs_baseline"] is not None]
+        if not fixed:
+            continue
+        best = max(fixed, key=lambda r: _inverse(r["seconds_in_steps_vs_baseline"])["median"])
+        auto = next((r for r in group if r.get("auto_echo")), None)
+        # AutoEcho's time over the best fixed e's, each seed against itself.
+        versus = []
+        for record in runs:
+            config = record["config"]
+            if config["task"] != task or config["ratio"] != ratio or not config.get("auto_echo"):
+                continue
+            twin = next((r for r in runs if r["config"]["task"] == task and r["config"]["ratio"] == ratio
+                         and not r["config"].get("auto_echo") and r["config"]["seed"] == config["seed"]
+                         and r["config"]["factor"] == best["factor"] and r["config"]["echo_shuffle"] == best["echo_shuffle"]
+                         and r["config"]["placement"] == best["placement"]), None)
+            if twin is not None:
+                versus.append(record["seconds"] / twin["seconds"])
+        out.append({"task": task, "ratio": ratio, "best_factor": best["factor"], "best_echo_shuffle": best["echo_shuffle"],
+                    "best_speedup": _inverse(best["seconds_in_steps_vs_baseline"]),
+                    "auto_speedup": _inverse(auto["seconds_in_steps_vs_baseline"]) if auto else None,
+                    "auto_held_factor": auto.get("held_factor") if auto else None,
+                    "auto_time_vs_best": spread(versus)})
+    return out
+
+
+def best_table(document: dict) -> str:
+    """Markdown: per R, the best fixed e's speedup, AutoEcho's, and AutoEcho's time over the best's (same seed)."""
+    lines = ["| task | R | best fixed e (echo shuffle) | its speedup | AutoEcho speedup | e AutoEcho held | AutoEcho time / best fixed e's |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in best_rows(document):
+        lines.append(f"| {r['task']} | {r['ratio']:g} | {r['best_factor']:g} ({r['best_echo_shuffle']}) | "
+                     f"{_fmt(r['best_speedup'], '.2f', ratio=True)} | {_fmt(r['auto_speedup'], '.2f', ratio=True)} | "
+                     f"{_fmt(r['auto_held_factor'], '.1f')} | {_fmt(r['auto_time_vs_best'], '.2f')} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path, help="a time_to_target results JSON")
@@ -143,6 +187,8 @@ def main(argv=None) -> None:
     print(sample_table(document))
     print()
     print(replay_table(document))
+    print()
+    print(best_table(document))
 
 
 if __name__ == "__main__":

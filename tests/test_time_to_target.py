@@ -210,3 +210,20 @@ def test_two_processes_filling_one_results_file_keep_each_others_records(tmp_pat
     document = json.loads(path.read_text())
     assert sorted(r["config"]["placement"] for r in document["results"]["runs"]) == ["after_augment", "after_batch", "before_augment"]
     assert set(document["results"]["pipelines"]) == {"resnet/R=2/seed=0", "resnet/R=4/seed=0"}
+
+
+def test_best_fixed_factor_and_auto_echo_against_it_seed_by_seed():
+    def record(factor, seed, steps_time, auto=False):
+        placement = "none" if factor == 1 else "before_augment"
+        config = dataclasses.asdict(T.RunConfig("replay", "resnet", placement, factor, 0 if factor == 1 else 1024, seed, 4.0,
+                                                auto_echo=auto))
+        return {"config": config, "reached": True, "steps": 500, "fresh_examples": 1.0, "seconds": steps_time * 0.03,
+                "seconds_in_steps": steps_time, **({"held_factor": 4.4} if auto else {})}
+
+    runs = [record(1.0, 0, 2000), record(1.0, 1, 1800), record(4.0, 0, 500), record(4.0, 1, 600),
+            record(8.0, 0, 700), record(8.0, 1, 500), record(8.0, 0, 550, auto=True), record(8.0, 1, 660, auto=True)]
+    (row,) = reporting.best_rows({"results": {"runs": runs}})
+    # e=4: speedups 4.0 and 3.0 (median 3.5); e=8: 2.86 and 3.6 (median 3.23).
+    assert row["best_factor"] == 4.0 and row["best_speedup"]["median"] == pytest.approx(3.5)
+    assert row["auto_time_vs_best"]["values"] == [1.1, 1.1]  # 550/500 and 660/600, each seed against itself.
+    assert "| resnet | 4 | 4 (1024) | 3.50x (3.00-4.00) |" in reporting.best_table({"results": {"runs": runs}})
