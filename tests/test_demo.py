@@ -13,7 +13,7 @@ TINY = TASKS["resnet"].with_settings(batch_size=16, model={"depth": 8, "width": 
 @pytest.fixture(scope="module")
 def document(tmp_path_factory):
     directory = tmp_path_factory.mktemp("demo")
-    config = demo.DemoConfig(target=0.0, step_seconds=0.01, budget_steps=12, eval_every=2, eval_examples=32,
+    config = demo.DemoConfig(target=0.0, step_seconds=0.01, budget_steps=12, auto_echo_steps=12, eval_every=2, eval_examples=32,
                              echo_shuffle_batches=2, fixed_factor=2.0, num_train_examples=1000)
     lines = []
     results = demo.run(config, task=TINY, log=lines.append)
