@@ -21,7 +21,7 @@ The wall clock is the modelled host's, not this CPU's: here the training step it
 shares two cores with the pipeline, so training on this CPU says little about a host
 whose step runs on an accelerator (the README's "Results" has both).
 
-Run ``python -m benchmarks.demo`` (about 7 minutes on 2 cores, including generating the
+Run ``python -m benchmarks.demo`` (8.6 minutes on 2 cores, including generating the
 embedded data once); it prints a table and writes ``demo.json`` and ``demo.png`` to
 ``runs/`` (``--output-dir``).
 """
