@@ -87,7 +87,7 @@ def replay(task: Task, config, *, steps: int, step_seconds: float, controller: O
 
 
 def seconds_per_batch(task: Task, config, *, batches: int = 40, warmup: int = 5) -> float:
-    """Median seconds between batches of a pipeline pulled as fast as it goes (no step)."""
+    """Mean seconds between batches of a pipeline pulled as fast as it goes (no step)."""
     iterator = iter(task.train_dataset(config))
     for _ in range(warmup):
         next(iterator)

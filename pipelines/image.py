@@ -143,8 +143,9 @@ def augment(image: tf.Tensor, label: tf.Tensor, seed: tf.Tensor, size: int) -> t
 
 
 # Images augmented together by :func:`augment_small_batch`: one vectorised map per 64
-# elements instead of one per element. The per-element map cost 19 ms per batch of 128
-# with both cores (decoded images from a cache), the pipeline's largest cost.
+# elements instead of one per element, which was the pipeline's largest CPU cost. With it,
+# a batch echoed 8 times before augmentation costs 10-12 ms of pipeline CPU on 2 cores
+# (`cpu_seconds_per_batch` under `pipelines` in benchmarks/results/time_to_target.json).
 _AUGMENT_GROUP = 64
 _PAD = 4
 
