@@ -3,15 +3,28 @@
 Three measurements, side by side in one process (memory in one child process per size):
 
 1. ``echo_stage``: a free upstream (32x32x3 float32 images and int64 labels already in
-   memory) through ``echoing.echo(e)`` for e in 1, 1.5, 2, 4, 8, against no echo stage and
-   the paper's one-liner ``flat_map(lambda *t: Dataset.from_tensors(t).repeat(e))``.
+   memory) through ``echoing.echo(e)`` for e in 1, 1.5, 2, 4, 8 (and e=1 with
+   :class:`echoing.EchoStats`, which builds the stage that e=1 alone skips), against no
+   echo stage and the echo stages a user could write instead (:data:`BASELINES`): the
+   paper's one-liner ``flat_map(lambda *t: Dataset.from_tensors(t).repeat(e))``, a
+   vectorised ``batch(64).map(tf.repeat(..., e, axis=0)).unbatch()``, a per-element
+   ``map(tf.repeat(t[None], e, axis=0)).unbatch()`` and a parallel ``interleave``.
 2. ``throttled``: the same upstream limited to U elements per second by
    :func:`pipelines.slow_storage.throttle`, echoed; compared with ``min(e * U, ceiling)``.
 3. ``memory``: peak resident memory against the echo shuffle buffer size.
+4. ``shapes``: elements that take the stage's one-at-a-time path (:func:`echoing.echo`):
+   token sequences of varying length, and 224x224x3 uint8 images (147 KiB), each through
+   its own consumer (``padded_batch`` and ``batch``). Beside echo and the one-liner it
+   times the consumer alone (64 cached elements cycled, no upstream work). From that and
+   the no-echo rate follows the rate of an echo stage that cost nothing (the upstream's
+   time per element spread over e outputs, plus the consumer's): a bound on what any
+   faster echo stage could gain over the one-liner.
 
 Rates count output elements consumed in batches of 256 (the consumer's cost is the same for
 every configuration). Every configuration is warmed up first; the repeats go round-robin
-over the configurations so that machine noise hits them alike; medians are reported.
+over the configurations so that machine noise hits them alike; medians are reported, and
+each comparison is *paired*: the median over repeats of the ratio of two configurations
+measured one after the other in the same round.
 
 Run ``python -m benchmarks.throughput --quick`` (about a minute) or without ``--quick``
 for the full figures, in ``runs/`` (``--output-dir benchmarks/results`` regenerates the
@@ -50,13 +63,15 @@ class ThroughputConfig:
 
     Attributes:
       factors: echo factors for the echo-stage and throttled measurements.
-      one_liner_factors: integer factors for the paper's flat_map one-liner.
+      one_liner_factors: integer factors for the baselines (:data:`BASELINES`), the paper's
+        flat_map one-liner among them.
       seconds: how long each timed repeat consumes.
       repeats: timed repeats per configuration (the median is reported).
       upstream_rate: U, elements per second admitted by the throttled upstream.
       throttled_seconds: how long each throttled repeat consumes.
       buffer_sizes: echo shuffle buffer sizes for the memory measurement.
       memory_factor: echo factor used in the memory measurement.
+      shape_factors: integer factors for the varying-shape and large-element measurement.
     """
 
     factors: list[float] = field(default_factory=lambda: [1, 1.5, 2, 4, 8])
@@ -67,9 +82,10 @@ class ThroughputConfig:
     throttled_seconds: float = 3.0
     buffer_sizes: list[int] = field(default_factory=lambda: [0, 1_000, 10_000, 100_000])
     memory_factor: float = 2
+    shape_factors: list[int] = field(default_factory=lambda: [2, 4])
 
 
-QUICK = ThroughputConfig(seconds=0.5, repeats=3, throttled_seconds=1.5, buffer_sizes=[0, 1_000, 10_000])
+QUICK = ThroughputConfig(seconds=0.5, repeats=3, throttled_seconds=1.5, buffer_sizes=[0, 1_000, 10_000], shape_factors=[2])
 
 
 def free_upstream() -> tf.data.Dataset:
@@ -85,52 +101,83 @@ def one_liner(factor: int):
     return lambda ds: ds.flat_map(lambda *t: tf.data.Dataset.from_tensors(t).repeat(factor))
 
 
-def output_rate(dataset: tf.data.Dataset, seconds: float) -> float:
+def vectorised_repeat(factor: int, group: int = 64):
+    """Groups of ``group`` elements, each repeated ``factor`` times in one op, then unbatched."""
+    repeat = lambda *t: tuple(tf.repeat(x, factor, axis=0) for x in t)  # noqa: E731
+    return lambda ds: ds.batch(group).map(repeat).unbatch()
+
+
+def per_element_repeat(factor: int):
+    """Each element stacked ``factor`` times by a map, then unbatched: no nested dataset."""
+    repeat = lambda *t: tuple(tf.repeat(x[None], factor, axis=0) for x in t)  # noqa: E731
+    return lambda ds: ds.map(repeat).unbatch()
+
+
+def parallel_interleave(factor: int, cycle_length: int = 4):
+    """The one-liner's nested datasets built in parallel; ``block_length`` keeps copies adjacent."""
+    return lambda ds: ds.interleave(lambda *t: tf.data.Dataset.from_tensors(t).repeat(factor), cycle_length=cycle_length,
+                                    block_length=factor, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+# What a user could write instead of echoing.echo, each for an integer factor.
+BASELINES = {
+    "one-liner": one_liner,
+    "batch-repeat-unbatch": vectorised_repeat,
+    "map-repeat-unbatch": per_element_repeat,
+    "parallel interleave": parallel_interleave,
+}
+
+
+def output_rate(dataset: tf.data.Dataset, seconds: float, consumer=lambda ds: ds.batch(CONSUMER_BATCH)) -> float:
     """Output elements per second, consuming batches for about ``seconds`` after a warm-up."""
-    iterator = iter(dataset.batch(CONSUMER_BATCH).prefetch(2))
+    iterator = iter(consumer(dataset).prefetch(2))
     for _ in range(3):  # Warm-up: fills buffers and micro-batches, traces nothing later.
         next(iterator)
     count, start = 0, time.perf_counter()
     while True:
-        count += int(next(iterator)[1].shape[0])
+        count += int(tf.nest.flatten(next(iterator))[0].shape[0])
         elapsed = time.perf_counter() - start
         if elapsed >= seconds:
             return count / elapsed
 
 
-def measure_round_robin(builders: dict[str, callable], seconds: float, repeats: int) -> dict[str, list[float]]:
+def measure_round_robin(builders: dict[str, callable], seconds: float, repeats: int,
+                        consumer=lambda ds: ds.batch(CONSUMER_BATCH)) -> dict[str, list[float]]:
     """Rates of every named dataset, ``repeats`` times each, interleaved across configurations."""
     rates = {name: [] for name in builders}
     for _ in range(repeats):
         for name, build in builders.items():
-            rates[name].append(output_rate(build(), seconds))
+            rates[name].append(output_rate(build(), seconds, consumer))
     return rates
 
 
 def echo_stage(config: ThroughputConfig) -> dict:
-    """Measurement 1: the echo stage alone on a free upstream."""
+    """Measurement 1: the echo stage alone on a free upstream, against the baselines."""
     builders = {"no echo": free_upstream}
     for e in config.factors:
         builders[f"echo e={e:g}"] = lambda e=e: free_upstream().apply(echoing.echo(e))
-    for e in config.one_liner_factors:
-        builders[f"one-liner e={e}"] = lambda e=e: free_upstream().apply(one_liner(e))
+    # echo(1) without stats returns its input; with stats it builds the stage.
+    builders["echo e=1 with stats"] = lambda: free_upstream().apply(echoing.echo(1, stats=echoing.EchoStats()))
+    for name, baseline in BASELINES.items():
+        for e in config.one_liner_factors:
+            builders[f"{name} e={e}"] = lambda e=e, baseline=baseline: free_upstream().apply(baseline(e))
     rates = measure_round_robin(builders, config.seconds, config.repeats)
     rows = [{"name": name, "rates": r, "median": statistics.median(r)} for name, r in rates.items()]
-    by_name = {row["name"]: row["median"] for row in rows}
-    comparisons = {}
-    for e in config.one_liner_factors:
-        if f"echo e={e:g}" in by_name and e > 1:
-            comparisons[f"echo / one-liner at e={e}"] = by_name[f"echo e={e:g}"] / by_name[f"one-liner e={e}"]
-    if "echo e=1" in by_name:
-        comparisons["echo e=1 / no echo"] = by_name["echo e=1"] / by_name["no echo"]
-    # Side-by-side ratios per repeat, whose median is robust to drift between repeats.
-    paired = {}
-    for e in config.one_liner_factors:
-        if e > 1 and f"echo e={e:g}" in rates:
-            paired[f"echo / one-liner at e={e}"] = statistics.median(
-                a / b for a, b in zip(rates[f"echo e={e:g}"], rates[f"one-liner e={e}"])
-            )
-    return {"rows": rows, "ratios_of_medians": comparisons, "median_paired_ratios": paired}
+    # Each ratio is paired: per round, two configurations measured one after the other.
+    pairs = {"echo e=1 / no echo": ("echo e=1", "no echo"),
+             "echo e=1 with stats / no echo": ("echo e=1 with stats", "no echo")}
+    for name in BASELINES:
+        for e in config.one_liner_factors:
+            if e > 1:
+                pairs[f"echo / {name} at e={e}"] = (f"echo e={e:g}", f"{name} e={e}")
+    paired = {label: paired_ratio(rates[a], rates[b]) for label, (a, b) in pairs.items() if a in rates and b in rates}
+    return {"rows": rows, "paired_ratios": paired}
+
+
+def paired_ratio(a: list[float], b: list[float]) -> dict:
+    """Median and range over rounds of ``a[i] / b[i]``, two rates measured side by side."""
+    ratios = [x / y for x, y in zip(a, b)]
+    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
 
 
 def throttled(config: ThroughputConfig, ceilings: dict[float, float]) -> dict:
@@ -149,6 +196,53 @@ def throttled(config: ThroughputConfig, ceilings: dict[float, float]) -> dict:
             {"factor": e, "rates": rates[f"e={e:g}"], "median": measured, "bound": bound, "fraction_of_bound": measured / bound}
         )
     return {"upstream_rate": rate, "rows": rows}
+
+
+def varying_tokens() -> tf.data.Dataset:
+    """Token sequences of 16-255 int32 tokens, cycled forever (varying shape: [None])."""
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(16, 256, DISTINCT_IMAGES).astype(np.int32)
+    tokens = rng.integers(0, 258, (DISTINCT_IMAGES, 256)).astype(np.int32)
+    return tf.data.Dataset.from_tensor_slices((tokens, lengths)).map(lambda t, n: t[:n]).repeat()
+
+
+def large_images() -> tf.data.Dataset:
+    """224x224x3 uint8 images (147 KiB, over the stage's 128 KiB micro-batch limit), cycled forever."""
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (64, 224, 224, 3), dtype=np.uint8)
+    return tf.data.Dataset.from_tensor_slices(images).repeat()
+
+
+# Elements the echo stage echoes one at a time, each with the consumer a user would batch it with.
+SHAPE_CASES = {
+    "varying-length tokens": (varying_tokens, lambda ds: ds.padded_batch(64)),
+    "224x224x3 uint8 images": (large_images, lambda ds: ds.batch(64)),
+}
+
+
+def shapes(config: ThroughputConfig) -> dict:
+    """Measurement 4: varying shapes and large elements, against the one-liner and the consumer alone."""
+    results = {}
+    for case, (upstream, consumer) in SHAPE_CASES.items():
+        def consumer_alone(upstream=upstream):
+            # 64 cached elements cycled, no upstream work: what the consumer alone costs.
+            return upstream().take(64).cache().repeat()
+
+        builders = {"no echo": upstream, "consumer alone": consumer_alone}
+        for e in config.shape_factors:
+            builders[f"echo e={e}"] = lambda e=e, upstream=upstream: upstream().apply(echoing.echo(e))
+            builders[f"one-liner e={e}"] = lambda e=e, upstream=upstream: upstream().apply(one_liner(e))
+        rates = measure_round_robin(builders, config.seconds, config.repeats, consumer)
+        paired = {}
+        for e in config.shape_factors:
+            paired[f"echo / one-liner at e={e}"] = paired_ratio(rates[f"echo e={e}"], rates[f"one-liner e={e}"])
+            # An echo stage that cost nothing: the upstream's time per element (no echo's
+            # minus the consumer's) spread over e outputs, plus the consumer's; per round.
+            bound = [1 / ((1 / none - 1 / alone) / e + 1 / alone) for none, alone in zip(rates["no echo"], rates["consumer alone"])]
+            paired[f"zero-cost echo stage (bound) / one-liner at e={e}"] = paired_ratio(bound, rates[f"one-liner e={e}"])
+        results[case] = {"rows": [{"name": name, "rates": r, "median": statistics.median(r)} for name, r in rates.items()],
+                         "paired_ratios": paired}
+    return results
 
 
 def memory_child(buffer_size: int, factor: float) -> dict:
@@ -204,24 +298,28 @@ def table(document: dict) -> str:
     results = document["results"]
     lines = ["| configuration | elements/s (median) |", "|---|---:|"]
     lines += [f"| {row['name']} | {row['median']:,.0f} |" for row in results["echo_stage"]["rows"]]
-    lines += ["", "| ratio (side by side) | value |", "|---|---:|"]
-    for name, value in {**results["echo_stage"]["ratios_of_medians"]}.items():
-        lines.append(f"| {name} | {value:.2f} |")
+    lines += ["", "| paired ratio (median (min-max) over rounds) | value |", "|---|---:|"]
+    for name, value in results["echo_stage"]["paired_ratios"].items():
+        lines.append(f"| {name} | {value['median']:.2f} ({value['min']:.2f}-{value['max']:.2f}) |")
     up = results["throttled"]
     lines += ["", f"| throttled upstream U={up['upstream_rate']:g}/s | elements/s | min(e*U, ceiling) | fraction |", "|---|---:|---:|---:|"]
     lines += [f"| e={r['factor']:g} | {r['median']:,.0f} | {r['bound']:,.0f} | {r['fraction_of_bound']:.3f} |" for r in up["rows"]]
     lines += ["", f"| echo shuffle buffer (e={document['settings']['memory_factor']:g}) | peak RSS growth MiB | buffer payload MiB |", "|---:|---:|---:|"]
     lines += [f"| {r['buffer_size']:,} | {r['growth_mib']:,.0f} | {r['buffer_payload_mib']:,.0f} |" for r in results["memory"]]
+    for case, measured in results.get("shapes", {}).items():
+        lines += ["", f"| {case} | elements/s (median) |", "|---|---:|"]
+        lines += [f"| {row['name']} | {row['median']:,.0f} |" for row in measured["rows"]]
+        lines += [f"| {name} (paired) | {value['median']:.2f} ({value['min']:.2f}-{value['max']:.2f}) |"
+                  for name, value in measured["paired_ratios"].items()]
     return "\n".join(lines)
 
 
 def run(config: ThroughputConfig, output: Path | None) -> dict:
     stage = echo_stage(config)
-    ceilings = {}
-    for row in stage["rows"]:
-        if row["name"].startswith("echo e="):
-            ceilings[float(row["name"].split("=")[1])] = row["median"]
-    results = {"echo_stage": stage, "throttled": throttled(config, ceilings), "memory": memory(config)}
+    by_name = {row["name"]: row["median"] for row in stage["rows"]}
+    ceilings = {e: by_name[f"echo e={e:g}"] for e in config.factors}
+    results = {"echo_stage": stage, "throttled": throttled(config, ceilings), "memory": memory(config),
+               "shapes": shapes(config)}
     document = {"settings": asdict(config), "results": results}
     if output is not None:
         results_io.write_results(output.stem, asdict(config), results, output.parent)

@@ -22,6 +22,10 @@ Factor = Union[int, float, tf.Variable]
 # The sizes are a choice, not a sweep: a micro-batch is one gather's copy, and a larger
 # one adds latency and lag for a tf.Variable factor (each element of it already carries
 # its number of copies), so it stays small.
+# Other elements go one at a time. Two ways around that were tried and were slower than
+# flat_map: ragged micro-batches for elements whose first dimension varies (ragged
+# batching, gathering and unbatching cost more per element than a nested dataset), and a
+# gather over large elements (it copies every copy; a repeated dataset does not).
 _MAX_MICRO_BATCH = 64
 _MICRO_BATCH_BYTES = 256 * 1024
 # A string's size is unknown until run time; assume a short one when sizing a micro-batch.
@@ -66,9 +70,11 @@ def echo(
     * Elements may be any structure ``tf.data`` carries: tensors of any dtype and shape,
       tuples, dicts, nested structures, ``tf.RaggedTensor``, ``tf.SparseTensor``.
       Elements whose components are all dense with fully known shapes and at most
-      128 KiB take the fast path (a gather over a micro-batch); others are echoed one at
-      a time with ``flat_map``, which costs ~40 us per element: negligible for batches
-      and large examples.
+      128 KiB take the fast path (a gather over a micro-batch). Others (varying shapes,
+      larger elements, ragged and sparse tensors) are echoed one at a time with
+      ``flat_map``, as the paper's one-liner does and about as fast; for them the
+      consumer's own work per element (padding, copying into a batch) is of the same
+      order, so a faster stage has little to gain (the README's Throughput section).
     * Cardinality: an integer factor on a dataset of known cardinality ``n`` gives
       ``factor * n``; an infinite dataset stays infinite; otherwise it is unknown.
     * ``factor == 1`` without a shuffle buffer or stats returns the dataset unchanged.
@@ -185,6 +191,10 @@ def _echo_elements(dataset, factor, seed, stats):
 
     if micro_batch > 1:
         echoed = _echo_in_micro_batches(source, copies, stats)
+    elif static_int is not None and stats is None:
+        # Nothing to draw or count: each element's dataset repeats it directly, as the
+        # paper's one-liner does, without a map per element to attach its count.
+        echoed = source.flat_map(lambda element: tf.data.Dataset.from_tensors(element).repeat(static_int))
     else:
         echoed = _echo_one_at_a_time(source, copies, stats)
 
