@@ -146,8 +146,10 @@ def best_rows(document: dict) -> list[dict]:
             continue
         best = max(fixed, key=lambda r: _inverse(r["seconds_in_steps_vs_baseline"])["median"])
         auto = next((r for r in group if r.get("auto_echo")), None)
-        # AutoEcho's time over the best fixed e's, each seed against itself.
-        versus = []
+        # AutoEcho's time over the best fixed e's, each seed against itself, and its two
+        # factors: time per step (what the controller's choices cost on the host) times
+        # steps to target (what training on its factors needed, crossing noise included).
+        versus, per_step, steps = [], [], []
         for record in runs:
             config = record["config"]
             if config["task"] != task or config["ratio"] != ratio or not config.get("auto_echo"):
@@ -158,22 +160,27 @@ def best_rows(document: dict) -> list[dict]:
                          and r["config"]["placement"] == best["placement"]), None)
             if twin is not None:
                 versus.append(record["seconds"] / twin["seconds"])
+                per_step.append((record["seconds"] / record["steps"]) / (twin["seconds"] / twin["steps"]))
+                steps.append(record["steps"] / twin["steps"])
         out.append({"task": task, "ratio": ratio, "best_factor": best["factor"], "best_echo_shuffle": best["echo_shuffle"],
                     "best_speedup": _inverse(best["seconds_in_steps_vs_baseline"]),
                     "auto_speedup": _inverse(auto["seconds_in_steps_vs_baseline"]) if auto else None,
                     "auto_held_factor": auto.get("held_factor") if auto else None,
-                    "auto_time_vs_best": spread(versus)})
+                    "auto_time_vs_best": spread(versus), "auto_time_per_step_vs_best": spread(per_step),
+                    "auto_steps_vs_best": spread(steps)})
     return out
 
 
 def best_table(document: dict) -> str:
     """Markdown: per R, the best fixed e's speedup, AutoEcho's, and AutoEcho's time over the best's (same seed)."""
-    lines = ["| task | R | best fixed e (echo shuffle) | its speedup | AutoEcho speedup | e AutoEcho held | AutoEcho time / best fixed e's |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| task | R | best fixed e (echo shuffle) | its speedup | AutoEcho speedup | e AutoEcho held | "
+             "AutoEcho time / best fixed e's | = time per step / best's | x steps / best's |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in best_rows(document):
         lines.append(f"| {r['task']} | {r['ratio']:g} | {r['best_factor']:g} ({r['best_echo_shuffle']}) | "
                      f"{_fmt(r['best_speedup'], '.2f', ratio=True)} | {_fmt(r['auto_speedup'], '.2f', ratio=True)} | "
-                     f"{_fmt(r['auto_held_factor'], '.1f')} | {_fmt(r['auto_time_vs_best'], '.2f')} |")
+                     f"{_fmt(r['auto_held_factor'], '.1f')} | {_fmt(r['auto_time_vs_best'], '.2f')} | "
+                     f"{_fmt(r.get('auto_time_per_step_vs_best'), '.2f')} | {_fmt(r.get('auto_steps_vs_best'), '.2f')} |")
     return "\n".join(lines)
 
 

@@ -331,7 +331,8 @@ def parse_arguments(argv=None) -> tuple[argparse.Namespace, BenchmarkPlan]:
     parser.add_argument("--factors", nargs="+", type=float, help="echo factors for sample mode")
     parser.add_argument("--echo-shuffle-batches", nargs="+", type=int,
                         help="echo shuffle buffers for sample mode, in batches' worth of the echo stage's elements")
-    parser.add_argument("--ratios", nargs="+", type=float, help="R values for the replay and wallclock modes")
+    parser.add_argument("--ratios", nargs="+", type=float,
+                        help="R values for the replay and wallclock modes (> 0; below 1 the step is the bottleneck)")
     parser.add_argument("--replay-factors", nargs="+", type=float, help="echo factors replayed at every R")
     parser.add_argument("--no-auto-echo", action="store_true", help="do not replay AutoEcho")
     parser.add_argument("--step-seconds", type=float, help="the modelled accelerator's step in the replay")
@@ -345,10 +346,14 @@ def parse_arguments(argv=None) -> tuple[argparse.Namespace, BenchmarkPlan]:
     chosen = {name: getattr(args, name) for name in ("tasks", "modes", "seeds", "factors", "echo_shuffle_batches", "ratios",
                                                      "replay_factors", "step_seconds")}
     plan = dataclasses.replace(plan, **{k: v for k, v in chosen.items() if v}, auto_echo=not args.no_auto_echo)
-    for name in ("factors", "replay_factors", "ratios"):
+    for name in ("factors", "replay_factors"):
         bad = [v for v in getattr(plan, name) if not v >= 1]
         if bad:
             parser.error(f"--{name.replace('_', '-')}: expected values >= 1, got {bad}")
+    # R below 1 is allowed: the read is then faster than the step (training is not input-bound).
+    bad = [v for v in plan.ratios if not v > 0]
+    if bad:
+        parser.error(f"--ratios: expected positive values, got {bad}")
     if plan.step_seconds <= 0:
         parser.error(f"--step-seconds: expected a positive number, got {plan.step_seconds}")
     if args.placements:

@@ -183,6 +183,7 @@ def test_command_line_narrows_the_plan():
     assert [(r.placement, r.factor, r.echo_shuffle) for r in runs] == [("none", 1.0, 0), ("example", 2.0, 0), ("example", 4.0, 0)]
     _, plan = T.parse_arguments(["--ratios", "2", "--replay-factors", "1", "2", "--no-auto-echo", "--step-seconds", "0.05"])
     assert (plan.ratios, plan.replay_factors, plan.auto_echo, plan.step_seconds) == ([2.0], [1.0, 2.0], False, 0.05)
+    assert T.parse_arguments(["--ratios", "0.7"])[1].ratios == [0.7]  # R < 1: not input-bound, allowed.
 
 
 @pytest.mark.parametrize("argv", [["--placements", "nowhere"], ["--factors", "0.5"], ["--ratios", "0"],
@@ -213,17 +214,21 @@ def test_two_processes_filling_one_results_file_keep_each_others_records(tmp_pat
 
 
 def test_best_fixed_factor_and_auto_echo_against_it_seed_by_seed():
-    def record(factor, seed, steps_time, auto=False):
+    def record(factor, seed, steps_time, auto=False, steps=500):
         placement = "none" if factor == 1 else "before_augment"
         config = dataclasses.asdict(T.RunConfig("replay", "resnet", placement, factor, 0 if factor == 1 else 1024, seed, 4.0,
                                                 auto_echo=auto))
-        return {"config": config, "reached": True, "steps": 500, "fresh_examples": 1.0, "seconds": steps_time * 0.03,
+        return {"config": config, "reached": True, "steps": steps, "fresh_examples": 1.0, "seconds": steps_time * 0.03,
                 "seconds_in_steps": steps_time, **({"held_factor": 4.4} if auto else {})}
 
     runs = [record(1.0, 0, 2000), record(1.0, 1, 1800), record(4.0, 0, 500), record(4.0, 1, 600),
-            record(8.0, 0, 700), record(8.0, 1, 500), record(8.0, 0, 550, auto=True), record(8.0, 1, 660, auto=True)]
+            record(8.0, 0, 700), record(8.0, 1, 500), record(8.0, 0, 550, auto=True),
+            record(8.0, 1, 660, auto=True, steps=600)]
     (row,) = reporting.best_rows({"results": {"runs": runs}})
     # e=4: speedups 4.0 and 3.0 (median 3.5); e=8: 2.86 and 3.6 (median 3.23).
     assert row["best_factor"] == 4.0 and row["best_speedup"]["median"] == pytest.approx(3.5)
     assert row["auto_time_vs_best"]["values"] == [1.1, 1.1]  # 550/500 and 660/600, each seed against itself.
+    # Seed 1 needed 600 steps against the best's 500: its 1.1 is 1.2x the steps at 0.917x the time per step.
+    assert row["auto_steps_vs_best"]["values"] == pytest.approx([1.0, 1.2])
+    assert row["auto_time_per_step_vs_best"]["values"] == pytest.approx([1.1, 1.1 / 1.2])
     assert "| resnet | 4 | 4 (1024) | 3.50x (3.00-4.00) |" in reporting.best_table({"results": {"runs": runs}})
