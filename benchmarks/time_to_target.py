@@ -9,11 +9,13 @@ Three modes, on the embedded data by default (``--source`` for tfds data where p
 * ``replay``: the modelled accelerator (:mod:`benchmarks.replay`). For every R and e, the
   real pipeline is throttled to R and replayed, against a sleeping step, for the steps
   the same seed's sample run needed. The echo shuffle is the one the sample runs say is
-  best at that R. With ``--auto-echo``, an :class:`echoing.EchoController` also drives
+  best at that R. Unless ``--no-auto-echo``, an :class:`echoing.EchoController` also drives
   the factor during a replay, and the choices it made are then trained on (sample mode,
   same seed) to find the step at which the target is reached.
-* ``wallclock``: real training on this CPU with the read throttled to R, measured apart
-  with :func:`echoing.measure_ratio`.
+* ``wallclock``: real training on this CPU with the read throttled so that R, measured
+  under load while training runs (:mod:`benchmarks.wallclock`), is the nominal one; the
+  fixed factors with the largest echo shuffle buffer, and AutoEcho's controller driving
+  the factor as training runs (unless ``--no-auto-echo``).
 
 Every finished configuration is appended to the results file at once, and a rerun skips
 the configurations already there, so a long run can be stopped and resumed (``--fresh``
@@ -39,7 +41,7 @@ import numpy as np
 import tensorflow as tf
 
 import echoing
-from benchmarks import replay, reporting, results_io
+from benchmarks import replay, reporting, results_io, wallclock
 from benchmarks.tasks import TASKS, Task
 from benchmarks.training import train_to_target
 
@@ -184,14 +186,21 @@ def planned_replay_runs(plan: BenchmarkPlan, tasks: dict, records: list) -> list
 
 
 def planned_wallclock_runs(plan: BenchmarkPlan, tasks: dict) -> list[RunConfig]:
+    """Real training at every R: the fixed factors with the largest echo shuffle buffer, then AutoEcho."""
     runs = []
     for name in plan.tasks:
         task = tasks[name]
+        shuffle = echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches))
         for seed in plan.seeds:
             for ratio in plan.ratios:
                 for factor in plan.replay_factors:
-                    placement = "none" if factor == 1 else task.default_point
-                    runs.append(RunConfig("wallclock", name, placement, float(factor), 0, seed, float(ratio)))
+                    if factor == 1:
+                        runs.append(RunConfig("wallclock", name, "none", 1.0, 0, seed, float(ratio)))
+                    else:
+                        runs.append(RunConfig("wallclock", name, task.default_point, float(factor), shuffle, seed, float(ratio)))
+                if plan.auto_echo:
+                    runs.append(RunConfig("wallclock", name, task.default_point, float(max(plan.replay_factors)), shuffle,
+                                          seed, float(ratio), auto_echo=True))
     return runs
 
 
@@ -264,24 +273,25 @@ def run_auto_echo_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, result
     return record
 
 
-def run_wallclock(run: RunConfig, task: Task, results: results_io.ResultsFile, options: dict, log) -> dict:
-    """Real training on this CPU with the read throttled to R, measured apart."""
-    key = f"{run.task}/R={run.ratio:g}/seed={run.seed}"
+def run_wallclock(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, options: dict,
+                  log) -> dict:
+    """Real training on this CPU, the read throttled so that R under load is the nominal one."""
+    key = f"{run.task}/R={run.ratio:g}"
     rates = results.extra.setdefault("rates", {})
     if key not in rates:
-        model = task.build_model()
-        free = echoing.measure_ratio(task.train_dataset(task.pipeline_config("none", 1.0, 0, run.seed, **options)), model,
-                                     batches=10, warmup=3, repeats=3)
-        rate = task.settings.batch_size / (run.ratio * free.downstream_seconds)
-        throttled = echoing.measure_ratio(
-            task.train_dataset(task.pipeline_config("none", 1.0, 0, run.seed, read_rate=rate, **options)), model,
-            batches=10, warmup=3, repeats=3)
-        rates[key] = {"read_rate": rate, "unthrottled": dataclasses.asdict(free), "measured": dataclasses.asdict(throttled),
-                      "measured_ratio": throttled.ratio}
+        # Calibrated once per task and R (seed 0's data order): the rates do not depend on the seed.
+        rates[key] = wallclock.calibrate(
+            task, ratio=run.ratio, seed=0, max_factor=max(plan.replay_factors),
+            echo_shuffle=echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches)), **options)
         results.save_extra("rates", {key: rates[key]})
-        log(f"  {key}: {throttled}")
+        log(f"  {key}: read {rates[key]['read_rate']:.0f} examples/s, R under load {rates[key]['measured_ratio']:.2f}"
+            f" (step alone {rates[key]['step_seconds_alone'] * 1e3:.0f} ms)")
+    controller = echoing.EchoController(max_factor=run.factor) if run.auto_echo else None
     record = train_to_target(task, run.placement, run.factor, run.echo_shuffle, seed=run.seed,
-                             read_rate=rates[key]["read_rate"], log=log, **options)
+                             read_rate=rates[key]["read_rate"], controller=controller, log=log, **options)
+    if controller is not None:
+        held = [d for d in controller.decisions if d.phase == "hold"]
+        record.update(held_factor=held[0].factor if held else None, held_from_step=held[0].step if held else None)
     record["rates"] = rates[key]
     return record
 
@@ -312,7 +322,7 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
             elif mode == "replay":
                 record = run_replay(run, task, plan, results, options, log)
             else:
-                record = run_wallclock(run, task, results, options, log)
+                record = run_wallclock(run, task, plan, results, options, log)
             if record is None:
                 continue
             record = {"config": dataclasses.asdict(run), "target": task.settings.target, **record,

@@ -232,3 +232,72 @@ def test_best_fixed_factor_and_auto_echo_against_it_seed_by_seed():
     assert row["auto_steps_vs_best"]["values"] == pytest.approx([1.0, 1.2])
     assert row["auto_time_per_step_vs_best"]["values"] == pytest.approx([1.1, 1.1 / 1.2])
     assert "| resnet | 4 | 4 (1024) | 3.50x (3.00-4.00) |" in reporting.best_table({"results": {"runs": runs}})
+
+
+def test_calibration_corrects_the_throttle_until_r_under_load_is_the_nominal_one(monkeypatch):
+    from benchmarks import wallclock
+
+    # A host where the step under load is 1.25x the step alone: the first guess reads too fast.
+    step_alone, step_loaded, batch = 0.08, 0.10, TINY_TASKS["resnet"].settings.batch_size
+
+    def fake_loaded_ratio(task, *, read_rate, **_):
+        at_one = max(batch / read_rate, step_loaded)
+        return {"read_rate": read_rate, "step_seconds_at_e1": at_one, "step_seconds_saturated": step_loaded,
+                "measured_ratio": at_one / step_loaded}
+
+    monkeypatch.setattr(wallclock, "loaded_ratio", fake_loaded_ratio)
+    monkeypatch.setattr(wallclock.echoing, "measure_ratio",
+                        lambda *a, **k: type("M", (), {"downstream_seconds": step_alone})())
+    measured = wallclock.calibrate(TINY_TASKS["resnet"], ratio=4, seed=0, max_factor=8, echo_shuffle=0, rounds=1)
+    first, last = measured["rounds"]
+    assert first["measured_ratio"] == pytest.approx(4 * step_alone / step_loaded)  # 3.2: R set from the step alone.
+    assert last["measured_ratio"] == pytest.approx(4.0) and measured["measured_ratio"] == pytest.approx(4.0)
+    assert measured["read_rate"] == pytest.approx(batch / (4 * step_loaded))
+
+
+def test_calibration_needs_a_factor_above_the_nominal_r():
+    from benchmarks import wallclock
+
+    with pytest.raises(ValueError, match="max_factor: expected more than the nominal R 4, got 4"):
+        wallclock.calibrate(TINY_TASKS["resnet"], ratio=4, seed=0, max_factor=4, echo_shuffle=0)
+
+
+def test_a_controller_drives_the_factor_during_training_and_its_choices_are_counted(tmp_path):
+    import echoing
+    from benchmarks.training import train_to_target
+
+    task = TINY_TASKS["resnet"].with_settings(budget_steps=12, eval_every=12, target=1.01)
+    controller = echoing.EchoController(max_factor=4, settle_steps=0, window_steps=2, windows=1)
+    record = train_to_target(task, "before_augment", 4.0, 0, seed=0, controller=controller, num_train_examples=1000,
+                             cache_dir=str(tmp_path), log=lambda line: None)
+    assert len(record["factors"]) == 12 and record["factors"][0] == 1.0
+    assert record["decisions"][0].startswith("step 0: echo factor 1 -> 1 (baseline)")
+    assert len(record["decisions"]) >= 2 and max(record["factors"]) > 1  # The probe ran within the 12 steps.
+    assert record["curve"][0]["fresh_examples"] == pytest.approx(scheduled_fresh_examples(task, "before_augment",
+                                                                                          record["factors"], 12))
+
+
+def test_a_schedule_and_a_controller_together_are_refused(tmp_path):
+    import echoing
+    from benchmarks.training import train_to_target
+
+    with pytest.raises(ValueError, match="factor_schedule and controller"):
+        train_to_target(TINY_TASKS["resnet"], "before_augment", 4.0, 0, seed=0, factor_schedule=[1.0],
+                        controller=echoing.EchoController(), log=lambda line: None)
+
+
+@pytest.mark.slow
+def test_wallclock_mode_calibrates_r_under_load_and_runs_fixed_factors_and_auto_echo(tmp_path):
+    plan = T.BenchmarkPlan(tasks=["resnet"], modes=["wallclock"], seeds=[0], ratios=[2], replay_factors=[1, 4],
+                           echo_shuffle_batches=[2], num_train_examples=1000)
+    output = tmp_path / "time_to_target.json"
+    T.run_plan(plan, output, TINY_TASKS, log=lambda line: None)
+    document = json.loads(output.read_text())
+    runs = {T.RunConfig(**r["config"]).describe(): r for r in document["results"]["runs"]}
+    assert sorted(runs) == ["wallclock resnet before_augment e=4 shuffle=32 R=2 seed=0",
+                            "wallclock resnet before_augment e=auto(<=4) shuffle=32 R=2 seed=0",
+                            "wallclock resnet none e=1 shuffle=0 R=2 seed=0"]
+    rates = document["results"]["rates"]["resnet/R=2"]
+    assert len(rates["rounds"]) == 2 and rates["measured_ratio"] > 0
+    auto = runs["wallclock resnet before_augment e=auto(<=4) shuffle=32 R=2 seed=0"]
+    assert auto["decisions"][0].startswith("step 0") and auto["factors"][0] == 1.0

@@ -1,0 +1,91 @@
+"""Real training on this CPU, with the read throttled so that R *under load* is the nominal one.
+
+On a host without an accelerator the training step and the input pipeline share the
+cores, so a step timed alone (:func:`echoing.measure_ratio`) is faster than the same step
+while the pipeline runs beside it, and a throttle set from it gives a lower R during
+training than the nominal one. :func:`calibrate` measures R as :class:`echoing.AutoEcho`
+does, while training runs: the step time at e=1 with the read throttled, over the step
+time at a large e, where the read no longer limits and the pipeline echoes at full load.
+It then scales the throttle by how far that R is from the nominal one (R is inversely
+proportional to the read rate) and measures once more; the record keeps every round.
+
+By this definition R is at least 1 (at e=1 a step takes no less than a step), so a
+nominal R of 1 means "the read just keeps up". The large e must exceed the nominal R, or
+the step would still wait for the read.
+
+Every new pipeline fills its input shuffle buffer (10,000 examples) at the throttled read
+rate first (10,000 / read rate: about 40 s at R=4 and a 120 ms step), so a calibration
+costs two such fills on top of its steps; it is done once per task and R.
+
+Example: the correction alone (``tests/test_time_to_target.py`` runs the whole mode):
+
+>>> next_read_rate(200.0, measured_ratio=3.0, ratio=4.0)  # R measured 3: read a quarter slower
+150.0
+"""
+
+from __future__ import annotations
+
+import time
+
+import tensorflow as tf
+
+import echoing
+from benchmarks.tasks import Task
+
+
+def loaded_ratio(task: Task, *, read_rate: float, seed: int, max_factor: float, echo_shuffle: int, steps: int,
+                 settle: int, **pipeline_options) -> dict:
+    """R under load at one throttle: training steps at e=1, then at ``max_factor``, in one pipeline.
+
+    The pipeline echoes at the task's default point through a variable factor, as under
+    AutoEcho; ``settle`` untimed steps precede each timed stretch of ``steps`` (the first
+    compiles and fills the buffers, the second drains batches echoed at the old factor).
+    """
+    factor = tf.Variable(1.0, dtype=tf.float64)
+    config = task.pipeline_config(task.default_point, factor, echo_shuffle, seed, read_rate=read_rate, **pipeline_options)
+    model = task.build_model()
+    iterator = iter(task.train_dataset(config))
+
+    def seconds_per_step(count: int) -> float:
+        start = time.perf_counter()
+        for _ in range(count):
+            model.train_on_batch(*next(iterator))
+        return (time.perf_counter() - start) / count
+
+    seconds_per_step(settle)
+    at_one = seconds_per_step(steps)
+    factor.assign(float(max_factor))
+    seconds_per_step(settle)
+    saturated = seconds_per_step(steps)
+    return {"read_rate": read_rate, "step_seconds_at_e1": at_one, "step_seconds_saturated": saturated,
+            "measured_ratio": at_one / saturated}
+
+
+def next_read_rate(read_rate: float, measured_ratio: float, ratio: float) -> float:
+    """The throttle that moves ``measured_ratio`` to ``ratio``: R scales as 1 / read rate."""
+    return read_rate * measured_ratio / ratio
+
+
+def calibrate(task: Task, *, ratio: float, seed: int, max_factor: float, echo_shuffle: int, steps: int = 30,
+              settle: int = 20, rounds: int = 1, **pipeline_options) -> dict:
+    """The throttle for R under load: a first guess from the step alone, then ``rounds`` corrections.
+
+    Returns ``read_rate`` (the last round's throttle, examples per second),
+    ``measured_ratio`` (R under load at it), ``step_seconds_alone`` (the first guess's step)
+    and ``rounds`` (every measurement, in order).
+    """
+    if not max_factor > ratio:
+        raise ValueError(f"max_factor: expected more than the nominal R {ratio:g}, got {max_factor!r}")
+    if rounds < 0:
+        raise ValueError(f"rounds: expected an int >= 0, got {rounds!r}")
+    unthrottled = task.pipeline_config("none", 1.0, 0, seed, **pipeline_options)
+    alone = echoing.measure_ratio(task.train_dataset(unthrottled), task.build_model(), batches=10, warmup=3, repeats=3)
+    read_rate = task.settings.batch_size / (ratio * alone.downstream_seconds)
+    history = []
+    for round_index in range(rounds + 1):
+        if round_index:
+            read_rate = next_read_rate(read_rate, history[-1]["measured_ratio"], ratio)
+        history.append(loaded_ratio(task, read_rate=read_rate, seed=seed, max_factor=max_factor, echo_shuffle=echo_shuffle,
+                                    steps=steps, settle=settle, **pipeline_options))
+    return {"ratio": ratio, "read_rate": read_rate, "measured_ratio": history[-1]["measured_ratio"],
+            "step_seconds_alone": alone.downstream_seconds, "max_factor": max_factor, "rounds": history}
