@@ -234,7 +234,7 @@ def test_best_fixed_factor_and_auto_echo_against_it_seed_by_seed():
     assert "| resnet | 4 | 4 (1024) | 3.50x (3.00-4.00) |" in reporting.best_table({"results": {"runs": runs}})
 
 
-def test_calibration_corrects_the_throttle_until_r_under_load_is_the_nominal_one(monkeypatch):
+def test_calibration_corrects_the_throttle_until_r_under_load_is_the_nominal_one(monkeypatch, tmp_path):
     from benchmarks import wallclock
 
     # A host where the step under load is 1.25x the step alone: the first guess reads too fast.
@@ -248,7 +248,8 @@ def test_calibration_corrects_the_throttle_until_r_under_load_is_the_nominal_one
     monkeypatch.setattr(wallclock, "loaded_ratio", fake_loaded_ratio)
     monkeypatch.setattr(wallclock.echoing, "measure_ratio",
                         lambda *a, **k: type("M", (), {"downstream_seconds": step_alone})())
-    measured = wallclock.calibrate(TINY_TASKS["resnet"], ratio=4, seed=0, max_factor=8, echo_shuffle=0, rounds=1)
+    measured = wallclock.calibrate(TINY_TASKS["resnet"], ratio=4, seed=0, max_factor=8, echo_shuffle=0, rounds=1,
+                                   num_train_examples=1000, cache_dir=str(tmp_path))
     first, last = measured["rounds"]
     assert first["measured_ratio"] == pytest.approx(4 * step_alone / step_loaded)  # 3.2: R set from the step alone.
     assert last["measured_ratio"] == pytest.approx(4.0) and measured["measured_ratio"] == pytest.approx(4.0)
