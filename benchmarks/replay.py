@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import tensorflow as tf
 
@@ -43,7 +43,8 @@ import echoing
 from benchmarks.tasks import Task
 
 
-def replay(task: Task, config, *, steps: int, step_seconds: float, controller: Optional[echoing.EchoController] = None,
+def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = None,
+           train_step: Optional[Callable] = None, controller: Optional[echoing.EchoController] = None,
            factor: Optional[tf.Variable] = None) -> dict:
     """Pulls ``steps`` batches from the pipeline, sleeping ``step_seconds`` for every step.
 
@@ -52,6 +53,8 @@ def replay(task: Task, config, *, steps: int, step_seconds: float, controller: O
       config: its pipeline config (throttled with ``read_rate``).
       steps: training steps to replay.
       step_seconds: the modelled accelerator's step.
+      train_step: instead of ``step_seconds``, a real step called with each batch (the
+        wallclock mode, :mod:`benchmarks.wallclock`: training on this CPU).
       controller: an :class:`echoing.EchoController` to drive ``factor`` (the variable the
         config's echo stage reads), as :class:`echoing.AutoEcho` would.
       factor: that variable.
@@ -63,17 +66,22 @@ def replay(task: Task, config, *, steps: int, step_seconds: float, controller: O
     """
     if (controller is None) != (factor is None):
         raise ValueError("controller and factor: give both or neither")
+    if (step_seconds is None) == (train_step is None):
+        raise ValueError(f"step_seconds and train_step: give exactly one, got {step_seconds!r} and {train_step!r}")
     stats = echoing.EchoStats()
     start = time.perf_counter()
     iterator = iter(task.train_dataset(config, stats=stats))
-    next(iterator)  # The buffers fill here; the first step trains on this batch.
+    batch = next(iterator)  # The buffers fill here; the first step trains on this batch.
     origin = time.perf_counter()
     seconds, factors = [], []
     for step in range(steps):
         if step:
-            next(iterator)
+            batch = next(iterator)
         factors.append(float(factor.numpy()) if factor is not None else float(config.echo.factor))
-        time.sleep(step_seconds)  # The accelerator's step: the host's CPU is free meanwhile.
+        if train_step is not None:
+            train_step(batch)
+        else:
+            time.sleep(step_seconds)  # The accelerator's step: the host's CPU is free meanwhile.
         now = time.perf_counter()
         seconds.append(now - origin)
         if controller is not None and controller.observe(step, now) is not None:

@@ -220,21 +220,59 @@ def run_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results
         results.save_extra("pipelines", {key: pipelines[key]})
         log(f"  {key}: measured R {pipelines[key]['measured_ratio']:.2f}, pipeline CPU "
             f"{pipelines[key]['cpu_share_of_step']:.0%} of the step at e={max(plan.replay_factors):g}")
-    measured = pipelines[key]
-    read_rate = measured["read_rate"]
+    step = StepModel(step_seconds=plan.step_seconds, unit_seconds=plan.step_seconds)
+    return run_timed(run, task, results, pipelines[key], step, options, log, measurements_name="pipeline")
+
+
+def run_wallclock(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, options: dict,
+                  log) -> Optional[dict]:
+    """The replay with a real training step on this CPU, the read throttled for R under load."""
+    key = f"{run.task}/R={run.ratio:g}"
+    rates = results.extra.setdefault("rates", {})
+    if key not in rates:
+        # Calibrated once per task and R (seed 0's data order): the rates do not depend on the seed.
+        rates[key] = wallclock.calibrate(
+            task, ratio=run.ratio, seed=0, max_factor=max(plan.replay_factors),
+            echo_shuffle=echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches)), **options)
+        results.save_extra("rates", {key: rates[key]})
+        log(f"  {key}: read {rates[key]['read_rate']:.0f} examples/s, R under load {rates[key]['measured_ratio']:.2f}"
+            f" (step alone {rates[key]['step_seconds_alone'] * 1e3:.0f} ms)")
+    step = StepModel(train_step=wallclock.warmed_up_train_step(task, run.seed, **options),
+                     unit_seconds=rates[key]["rounds"][-1]["step_seconds_saturated"])
+    return run_timed(run, task, results, rates[key], step, options, log, measurements_name="rates")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepModel:
+    """What a timed run's training step is: a sleep (the replay) or a real step (wallclock).
+
+    ``unit_seconds`` converts seconds to step times: the modelled step, or the real step
+    under load when the read does not limit it.
+    """
+
+    unit_seconds: float
+    step_seconds: Optional[float] = None
+    train_step: Optional[object] = None
+
+
+def run_timed(run: RunConfig, task: Task, results: results_io.ResultsFile, measured: dict, step: StepModel,
+              options: dict, log, measurements_name: str) -> Optional[dict]:
+    """A fixed factor timed for the steps its sample run needed; ``None`` without that run."""
     if run.auto_echo:
-        return run_auto_echo_replay(run, task, plan, results, measured, options, log)
+        return run_auto_echo_timed(run, task, results, measured, step, options, log, measurements_name)
     sample = find_sample(results.runs, run)
     if sample is None:
         log(f"  skipped: no sample run for {run.describe()}")
         return None
-    record = {"sample_steps": sample["steps"], "reached": sample["reached"], "pipeline": measured,
+    record = {"sample_steps": sample["steps"], "reached": sample["reached"], measurements_name: measured,
               "fresh_examples": sample["fresh_examples"], "steps": sample["steps"], "seconds": None}
     if sample["reached"]:
-        config = task.pipeline_config(run.placement, run.factor, run.echo_shuffle, run.seed, read_rate=read_rate, **options)
-        timeline = replay.replay(task, config, steps=sample["steps"], step_seconds=plan.step_seconds)
+        config = task.pipeline_config(run.placement, run.factor, run.echo_shuffle, run.seed,
+                                      read_rate=measured["read_rate"], **options)
+        timeline = replay.replay(task, config, steps=sample["steps"], step_seconds=step.step_seconds,
+                                 train_step=step.train_step)
         record.update(seconds=timeline["seconds"][-1], startup_seconds=timeline["startup_seconds"],
-                      seconds_in_steps=timeline["seconds"][-1] / plan.step_seconds)
+                      seconds_in_steps=timeline["seconds"][-1] / step.unit_seconds)
         log(f"  {sample['steps']} steps in {record['seconds']:.1f}s ({record['seconds_in_steps']:.0f} step times)")
     return record
 
@@ -249,19 +287,19 @@ def auto_echo_replay_steps(task: Task, records: list, run: RunConfig) -> int:
     return min(task.settings.budget_steps, int(1.5 * max(steps))) if steps else task.settings.budget_steps
 
 
-def run_auto_echo_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, measured: dict,
-                         options: dict, log) -> dict:
-    """AutoEcho on the modelled accelerator, then its choices trained on to find the crossing."""
+def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsFile, measured: dict, step: StepModel,
+                        options: dict, log, measurements_name: str) -> dict:
+    """AutoEcho timed on the pipeline, then its choices trained on to find the crossing."""
     factor = tf.Variable(1.0, dtype=tf.float64)
     config = task.pipeline_config(run.placement, factor, run.echo_shuffle, run.seed, read_rate=measured["read_rate"], **options)
     controller = echoing.EchoController(max_factor=run.factor)
-    timeline = replay.replay(task, config, steps=auto_echo_replay_steps(task, results.runs, run), step_seconds=plan.step_seconds,
-                             controller=controller, factor=factor)
+    timeline = replay.replay(task, config, steps=auto_echo_replay_steps(task, results.runs, run), step_seconds=step.step_seconds,
+                             train_step=step.train_step, controller=controller, factor=factor)
     held = [d for d in controller.decisions if d.phase == "hold"]
     log(f"  AutoEcho held e={held[0].factor:.2f} from step {held[0].step}" if held else "  AutoEcho never held a factor")
     trained = train_to_target(task, run.placement, run.factor, run.echo_shuffle, seed=run.seed,
                               factor_schedule=timeline["factors"], log=log, **options)
-    record = {**trained, "pipeline": measured, "startup_seconds": timeline["startup_seconds"],
+    record = {**trained, measurements_name: measured, "startup_seconds": timeline["startup_seconds"],
               "decisions": timeline["decisions"], "held_factor": held[0].factor if held else None,
               "held_from_step": held[0].step if held else None, "final_factor": timeline["factors"][-1],
               "sample_steps": trained["steps"], "sample_seconds": trained["seconds"], "seconds": None}
@@ -269,30 +307,7 @@ def run_auto_echo_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, result
         log(f"  reached at step {trained['steps']}, after the {len(timeline['seconds'])} replayed: not timed")
     elif trained["reached"]:
         record["seconds"] = timeline["seconds"][trained["steps"] - 1]
-        record["seconds_in_steps"] = record["seconds"] / plan.step_seconds
-    return record
-
-
-def run_wallclock(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, options: dict,
-                  log) -> dict:
-    """Real training on this CPU, the read throttled so that R under load is the nominal one."""
-    key = f"{run.task}/R={run.ratio:g}"
-    rates = results.extra.setdefault("rates", {})
-    if key not in rates:
-        # Calibrated once per task and R (seed 0's data order): the rates do not depend on the seed.
-        rates[key] = wallclock.calibrate(
-            task, ratio=run.ratio, seed=0, max_factor=max(plan.replay_factors),
-            echo_shuffle=echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches)), **options)
-        results.save_extra("rates", {key: rates[key]})
-        log(f"  {key}: read {rates[key]['read_rate']:.0f} examples/s, R under load {rates[key]['measured_ratio']:.2f}"
-            f" (step alone {rates[key]['step_seconds_alone'] * 1e3:.0f} ms)")
-    controller = echoing.EchoController(max_factor=run.factor) if run.auto_echo else None
-    record = train_to_target(task, run.placement, run.factor, run.echo_shuffle, seed=run.seed,
-                             read_rate=rates[key]["read_rate"], controller=controller, log=log, **options)
-    if controller is not None:
-        held = [d for d in controller.decisions if d.phase == "hold"]
-        record.update(held_factor=held[0].factor if held else None, held_from_step=held[0].step if held else None)
-    record["rates"] = rates[key]
+        record["seconds_in_steps"] = record["seconds"] / step.unit_seconds
     return record
 
 

@@ -62,39 +62,30 @@ def crossing(curve: list, task: Task) -> Optional[dict]:
 
 def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int, *, seed: int,
                     read_rate: Optional[float] = None, factor_schedule: Optional[Sequence[float]] = None,
-                    controller: Optional[echoing.EchoController] = None, source=None, cache_dir=None, num_train_examples=None,
+                    source=None, cache_dir=None, num_train_examples=None,
                     log: Callable[[str], None] = print) -> dict:
     """Trains one configuration until the target is confirmed or the budget runs out.
 
     Args:
       task: the task.
       placement: echo point, ``"none"`` for the baseline.
-      factor: echo factor (ignored with ``factor_schedule`` or ``controller``).
+      factor: echo factor (ignored with ``factor_schedule``).
       echo_shuffle: echo shuffle buffer, in elements of the echo stage.
       seed: seeds data order, augmentation, echo and initial weights.
       read_rate: throttle of the read step (examples per second), ``None`` for none.
       factor_schedule: the factor to run at step ``i`` (a run replayed from AutoEcho's
         choices); the echo stage then reads a variable set before every step.
-      controller: an :class:`echoing.EchoController` that chooses the factor (up to its
-        ``max_factor``) from the step times as training runs, as :class:`echoing.AutoEcho`
-        does under ``fit``; evaluations interrupt its measurement window.
 
     Returns:
       The record: ``reached``, ``steps``, ``fresh_examples``, ``seconds`` (at the crossing,
-      ``None`` if not reached), ``realised_factor`` and the evaluation ``curve``; with a
-      controller also its ``decisions`` (as text) and the ``factors`` run at every step.
+      ``None`` if not reached), ``realised_factor`` and the evaluation ``curve``.
     """
-    if factor_schedule is not None and controller is not None:
-        raise ValueError("factor_schedule and controller: give one or neither")
     settings = task.settings
     keras.utils.set_random_seed(seed)
     model = task.build_model()
     variable = None
     if factor_schedule is not None:
         variable = tf.Variable(float(factor_schedule[0]), dtype=tf.float64)
-    elif controller is not None:
-        variable = tf.Variable(1.0, dtype=tf.float64)
-    factors = []
     config = task.pipeline_config(placement, variable if variable is not None else factor, echo_shuffle, seed,
                                   read_rate=read_rate, source=source, cache_dir=cache_dir,
                                   num_train_examples=num_train_examples)
@@ -107,21 +98,16 @@ def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int
     while step < settings.budget_steps:
         start = time.perf_counter()
         for _ in range(min(settings.eval_every, settings.budget_steps - step)):
-            if factor_schedule is not None:
+            if variable is not None:
                 variable.assign(float(factor_schedule[min(step, len(factor_schedule) - 1)]))
-            factors.append(float(variable.numpy()) if variable is not None else float(factor))
             inputs, targets = pending if pending is not None else next(iterator)
             pending = None
             model.train_on_batch(inputs, targets)
-            if controller is not None and controller.observe(step, time.perf_counter()) is not None:
-                variable.assign(controller.factor)
             step += 1
         seconds += time.perf_counter() - start  # Evaluation time is not training time.
-        if controller is not None:
-            controller.interrupt()  # ...nor is it a step the controller should time.
         metric = task.evaluate(model, eval_batches)
-        if variable is not None:
-            fresh = scheduled_fresh_examples(task, placement, factors, step)
+        if factor_schedule is not None:
+            fresh = scheduled_fresh_examples(task, placement, factor_schedule, step)
         else:
             realised = stats.factor if placement != "none" and int(stats.fresh) else 1.0
             fresh = fresh_examples(task, placement, step, realised)
@@ -139,5 +125,4 @@ def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int
         "seconds": point["seconds"] if point else None,
         "realised_factor": stats.factor,
         "curve": curve,
-        **({"decisions": [str(d) for d in controller.decisions], "factors": factors} if controller is not None else {}),
     }

@@ -1,13 +1,19 @@
-"""Real training on this CPU, with the read throttled so that R *under load* is the nominal one.
+"""Real training on this CPU: the replay with a real step, the read throttled for R *under load*.
 
-On a host without an accelerator the training step and the input pipeline share the
-cores, so a step timed alone (:func:`echoing.measure_ratio`) is faster than the same step
-while the pipeline runs beside it, and a throttle set from it gives a lower R during
-training than the nominal one. :func:`calibrate` measures R as :class:`echoing.AutoEcho`
-does, while training runs: the step time at e=1 with the read throttled, over the step
-time at a large e, where the read no longer limits and the pipeline echoes at full load.
-It then scales the throttle by how far that R is from the nominal one (R is inversely
-proportional to the read rate) and measures once more; the record keeps every round.
+The wallclock mode of :mod:`benchmarks.time_to_target` times a configuration as the replay
+does (:func:`benchmarks.replay.replay`: steps to target from the same seed's sample run,
+the clock from the first batch, no evaluation pauses), but each step is a real training
+step on this CPU (:func:`warmed_up_train_step`), so the pipeline and the step share the
+two cores.
+
+Sharing the cores makes the step slower than when timed alone
+(:func:`echoing.measure_ratio`), so a throttle set from the step alone gives a lower R
+during training than the nominal one. :func:`calibrate` measures R as
+:class:`echoing.AutoEcho` does, while training runs: the step time at e=1 with the read
+throttled, over the step time at a large e, where the read no longer limits and the
+pipeline echoes at full load. It then scales the throttle by how far that R is from the
+nominal one (R is inversely proportional to the read rate) and measures once more; the
+record keeps every round.
 
 By this definition R is at least 1 (at e=1 a step takes no less than a step), so a
 nominal R of 1 means "the read just keeps up". The large e must exceed the nominal R, or
@@ -26,6 +32,7 @@ Example: the correction alone (``tests/test_time_to_target.py`` runs the whole m
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import tensorflow as tf
 
@@ -59,6 +66,17 @@ def loaded_ratio(task: Task, *, read_rate: float, seed: int, max_factor: float, 
     saturated = seconds_per_step(steps)
     return {"read_rate": read_rate, "step_seconds_at_e1": at_one, "step_seconds_saturated": saturated,
             "measured_ratio": at_one / saturated}
+
+
+def warmed_up_train_step(task: Task, seed: int, **pipeline_options) -> Callable:
+    """A fresh model's ``train_on_batch``, compiled on one unthrottled batch so no timed step compiles.
+
+    Only the step's cost matters here: the steps to target come from the sample run.
+    """
+    model = task.build_model()
+    batch = next(iter(task.train_dataset(task.pipeline_config("none", 1.0, 0, seed, **pipeline_options))))
+    model.train_on_batch(*batch)
+    return lambda batch: model.train_on_batch(*batch)
 
 
 def next_read_rate(read_rate: float, measured_ratio: float, ratio: float) -> float:

@@ -263,42 +263,31 @@ def test_calibration_needs_a_factor_above_the_nominal_r():
         wallclock.calibrate(TINY_TASKS["resnet"], ratio=4, seed=0, max_factor=4, echo_shuffle=0)
 
 
-def test_a_controller_drives_the_factor_during_training_and_its_choices_are_counted(tmp_path):
-    import echoing
-    from benchmarks.training import train_to_target
-
-    task = TINY_TASKS["resnet"].with_settings(budget_steps=12, eval_every=12, target=1.01)
-    controller = echoing.EchoController(max_factor=4, settle_steps=0, window_steps=2, windows=1)
-    record = train_to_target(task, "before_augment", 4.0, 0, seed=0, controller=controller, num_train_examples=1000,
-                             cache_dir=str(tmp_path), log=lambda line: None)
-    assert len(record["factors"]) == 12 and record["factors"][0] == 1.0
-    assert record["decisions"][0].startswith("step 0: echo factor 1 -> 1 (baseline)")
-    assert len(record["decisions"]) >= 2 and max(record["factors"]) > 1  # The probe ran within the 12 steps.
-    assert record["curve"][0]["fresh_examples"] == pytest.approx(scheduled_fresh_examples(task, "before_augment",
-                                                                                          record["factors"], 12))
-
-
-def test_a_schedule_and_a_controller_together_are_refused(tmp_path):
-    import echoing
-    from benchmarks.training import train_to_target
-
-    with pytest.raises(ValueError, match="factor_schedule and controller"):
-        train_to_target(TINY_TASKS["resnet"], "before_augment", 4.0, 0, seed=0, factor_schedule=[1.0],
-                        controller=echoing.EchoController(), log=lambda line: None)
-
-
 @pytest.mark.slow
-def test_wallclock_mode_calibrates_r_under_load_and_runs_fixed_factors_and_auto_echo(tmp_path):
-    plan = T.BenchmarkPlan(tasks=["resnet"], modes=["wallclock"], seeds=[0], ratios=[2], replay_factors=[1, 4],
-                           echo_shuffle_batches=[2], num_train_examples=1000)
-    output = tmp_path / "time_to_target.json"
-    T.run_plan(plan, output, TINY_TASKS, log=lambda line: None)
+def test_wallclock_mode_calibrates_r_under_load_and_times_fixed_factors_and_auto_echo_with_a_real_step(finished):
+    output, plan, _ = finished  # Its sample runs give the steps to time.
+    wallclock_plan = dataclasses.replace(plan, tasks=["resnet"], modes=["wallclock"], ratios=[1.5], replay_factors=[1, 2])
+    T.run_plan(wallclock_plan, output, TINY_TASKS, log=lambda line: None)
     document = json.loads(output.read_text())
-    runs = {T.RunConfig(**r["config"]).describe(): r for r in document["results"]["runs"]}
-    assert sorted(runs) == ["wallclock resnet before_augment e=4 shuffle=32 R=2 seed=0",
-                            "wallclock resnet before_augment e=auto(<=4) shuffle=32 R=2 seed=0",
-                            "wallclock resnet none e=1 shuffle=0 R=2 seed=0"]
-    rates = document["results"]["rates"]["resnet/R=2"]
-    assert len(rates["rounds"]) == 2 and rates["measured_ratio"] > 0
-    auto = runs["wallclock resnet before_augment e=auto(<=4) shuffle=32 R=2 seed=0"]
-    assert auto["decisions"][0].startswith("step 0") and auto["factors"][0] == 1.0
+    runs = {T.RunConfig(**r["config"]).describe(): r for r in records(output, "wallclock")}
+    assert sorted(runs) == ["wallclock resnet before_augment e=2 shuffle=32 R=1.5 seed=0",
+                            "wallclock resnet before_augment e=auto(<=2) shuffle=32 R=1.5 seed=0",
+                            "wallclock resnet none e=1 shuffle=0 R=1.5 seed=0"]
+    rates = document["results"]["rates"]["resnet/R=1.5"]
+    assert len(rates["rounds"]) == 2 and rates["measured_ratio"] >= 1
+    for describe, record in runs.items():
+        assert record["rates"] == rates
+        assert record["seconds"] > 0 and record["seconds_in_steps"] > 0, describe
+    fixed = runs["wallclock resnet before_augment e=2 shuffle=32 R=1.5 seed=0"]
+    assert fixed["steps"] == fixed["sample_steps"] == 2  # The sample run's steps, timed with real steps.
+    auto = runs["wallclock resnet before_augment e=auto(<=2) shuffle=32 R=1.5 seed=0"]
+    assert auto["decisions"][0].startswith("step 0") and auto["reached"]
+
+
+def test_a_replay_takes_exactly_one_kind_of_step(tmp_path):
+    from benchmarks import replay
+
+    config = TINY_TASKS["resnet"].pipeline_config("none", 1.0, 0, 0, num_train_examples=1000, cache_dir=str(tmp_path))
+    for kinds in ({}, {"step_seconds": 0.01, "train_step": lambda batch: None}):
+        with pytest.raises(ValueError, match="step_seconds and train_step: give exactly one"):
+            replay.replay(TINY_TASKS["resnet"], config, steps=1, **kinds)
