@@ -8,6 +8,7 @@ with the renderer registered below, so no figure in the README is typed by hand.
 from __future__ import annotations
 
 import argparse
+import collections
 import re
 from pathlib import Path
 from typing import Callable
@@ -44,15 +45,32 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
 SOURCES = {"time_to_target_replay": "time_to_target", "time_to_target_best": "time_to_target"}
 
 
+def machines(document: dict) -> str:
+    """Where the results ran: the header's machine, or each stamped record's, with counts.
+
+    >>> machines({"machine": {"cores": 2, "cpu": "A"}, "results": {"runs": [{"machine": {"cores": 2, "cpu": "B"}}, {}]}})
+    '2 cores (B: 1 run; not recorded: 1 run, written before runs were stamped)'
+    """
+    runs = [r for r in document["results"].get("runs", []) if isinstance(r, dict)]
+    if not any("machine" in r for r in runs):
+        return f"{document['machine']['cores']} cores ({document['machine']['cpu']})"
+    counts = collections.Counter(r["machine"]["cpu"] if "machine" in r else None for r in runs)
+    cores = sorted({r["machine"]["cores"] for r in runs if "machine" in r})
+    plural = lambda n: f"{n} run" + ("s" if n != 1 else "")  # noqa: E731
+    parts = [f"{cpu}: {plural(n)}" for cpu, n in sorted(counts.items(), key=lambda item: str(item[0])) if cpu is not None]
+    if counts[None]:
+        parts.append(f"not recorded: {plural(counts[None])}, written before runs were stamped")
+    return f"{'/'.join(map(str, cores))} cores ({'; '.join(parts)})"
+
+
 def render(name: str, document: dict) -> str:
     """The table for one results document, with the command and machine it came from."""
-    machine = document["machine"]
     runs = document["results"].get("runs", [])
     # A file several invocations filled names each; its records carry their commands.
     commands = sorted({r["command"] for r in runs if isinstance(r, dict) and r.get("command")}) or [document["command"]]
     source = (
-        f"_From `benchmarks/results/{SOURCES.get(name, name)}.json`: {', '.join(f'`{c}`' for c in commands)} on {machine['cores']} cores "
-        f"({machine['cpu']}), TensorFlow {document['versions']['tensorflow']}, {document['created']}._"
+        f"_From `benchmarks/results/{SOURCES.get(name, name)}.json`: {', '.join(f'`{c}`' for c in commands)} on "
+        f"{machines(document)}, TensorFlow {document['versions']['tensorflow']}, {document['created']}._"
     )
     return RENDERERS[name](document) + "\n\n" + source
 

@@ -136,7 +136,12 @@ class ResultsFile:
         return any(self.key(record) == key for record in self.runs)
 
     def add(self, record: dict) -> None:
-        """Adds (or replaces) one record and writes the file."""
+        """Adds (or replaces) one record, stamped with the machine it ran on, and writes the file.
+
+        The file's header names the machine of its last write; the stamp keeps each
+        record's own, as a file filled over several sessions may span machines.
+        """
+        record = {**record, "machine": record.get("machine", machine())}
         with self._locked():
             self._reload()
             self.runs = [r for r in self.runs if self.key(r) != self.key(record)]
