@@ -211,6 +211,8 @@ def test_two_processes_filling_one_results_file_keep_each_others_records(tmp_pat
     document = json.loads(path.read_text())
     assert sorted(r["config"]["placement"] for r in document["results"]["runs"]) == ["after_augment", "after_batch", "before_augment"]
     assert set(document["results"]["pipelines"]) == {"resnet/R=2/seed=0", "resnet/R=4/seed=0"}
+    # Each record keeps the machine it ran on; the header only says who wrote last.
+    assert all(r["machine"] == results_io.machine() for r in document["results"]["runs"])
 
 
 def test_best_fixed_factor_and_auto_echo_against_it_seed_by_seed():
