@@ -21,8 +21,8 @@ The wall clock is the modelled host's, not this CPU's: here the training step it
 shares two cores with the pipeline, so training on this CPU says little about a host
 whose step runs on an accelerator (the README's "Results" has both).
 
-Run ``python -m benchmarks.demo`` (8.6 minutes on 2 cores, including generating the
-embedded data once); it prints a table and writes ``demo.json`` and ``demo.png`` to
+Run ``python -m benchmarks.demo`` (6.5 minutes alone on 2 cores, including generating
+the embedded data once); it prints a table and writes ``demo.json`` and ``demo.png`` to
 ``runs/`` (``--output-dir``).
 """
 
