@@ -35,7 +35,7 @@ import dataclasses
 import json
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -212,34 +212,38 @@ def run_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results
                log) -> Optional[dict]:
     """One replay; ``None`` (skipped) when the same seed's sample run is missing."""
     key = f"{run.task}/R={run.ratio:g}/seed={run.seed}/step={plan.step_seconds:g}"
-    pipelines = results.extra.setdefault("pipelines", {})
-    if key not in pipelines:
-        pipelines[key] = replay.measure_pipeline(
-            task, ratio=run.ratio, step_seconds=plan.step_seconds, seed=run.seed, max_factor=max(plan.replay_factors),
-            echo_shuffle=echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches)), **options)
-        results.save_extra("pipelines", {key: pipelines[key]})
-        log(f"  {key}: measured R {pipelines[key]['measured_ratio']:.2f}, pipeline CPU "
-            f"{pipelines[key]['cpu_share_of_step']:.0%} of the step at e={max(plan.replay_factors):g}")
+    echo_shuffle = echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches))
+    measured = measured_once(results, "pipelines", key, lambda: replay.measure_pipeline(
+        task, ratio=run.ratio, step_seconds=plan.step_seconds, seed=run.seed, max_factor=max(plan.replay_factors),
+        echo_shuffle=echo_shuffle, **options))
+    log(f"  {key}: measured R {measured['measured_ratio']:.2f}, pipeline CPU "
+        f"{measured['cpu_share_of_step']:.0%} of the step at e={max(plan.replay_factors):g}")
     step = StepModel(step_seconds=plan.step_seconds, unit_seconds=plan.step_seconds)
-    return run_timed(run, task, results, pipelines[key], step, options, log, measurements_name="pipeline")
+    return run_timed(run, task, results, measured, step, options, log, measurements_name="pipeline")
 
 
 def run_wallclock(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, options: dict,
                   log) -> Optional[dict]:
     """The replay with a real training step on this CPU, the read throttled for R under load."""
     key = f"{run.task}/R={run.ratio:g}"
-    rates = results.extra.setdefault("rates", {})
-    if key not in rates:
-        # Calibrated once per task and R (seed 0's data order): the rates do not depend on the seed.
-        rates[key] = wallclock.calibrate(
-            task, ratio=run.ratio, seed=0, max_factor=max(plan.replay_factors),
-            echo_shuffle=echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches)), **options)
-        results.save_extra("rates", {key: rates[key]})
-        log(f"  {key}: read {rates[key]['read_rate']:.0f} examples/s, R under load {rates[key]['measured_ratio']:.2f}"
-            f" (step alone {rates[key]['step_seconds_alone'] * 1e3:.0f} ms)")
+    echo_shuffle = echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches))
+    # Calibrated once per task and R (seed 0's data order): the rates do not depend on the seed.
+    measured = measured_once(results, "rates", key, lambda: wallclock.calibrate(
+        task, ratio=run.ratio, seed=0, max_factor=max(plan.replay_factors), echo_shuffle=echo_shuffle, **options))
+    log(f"  {key}: read {measured['read_rate']:.0f} examples/s, R under load {measured['measured_ratio']:.2f}"
+        f" (step alone {measured['step_seconds_alone'] * 1e3:.0f} ms)")
     step = StepModel(train_step=wallclock.warmed_up_train_step(task, run.seed, **options),
-                     unit_seconds=rates[key]["rounds"][-1]["step_seconds_saturated"])
-    return run_timed(run, task, results, rates[key], step, options, log, measurements_name="rates")
+                     unit_seconds=measured["rounds"][-1]["step_seconds_saturated"])
+    return run_timed(run, task, results, measured, step, options, log, measurements_name="rates")
+
+
+def measured_once(results: results_io.ResultsFile, name: str, key: str, measure) -> dict:
+    """``results.extra[name][key]``, measured with ``measure()`` and saved the first time only."""
+    measurements = results.extra.setdefault(name, {})
+    if key not in measurements:
+        measurements[key] = measure()
+        results.save_extra(name, {key: measurements[key]})
+    return measurements[key]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,7 +256,7 @@ class StepModel:
 
     unit_seconds: float
     step_seconds: Optional[float] = None
-    train_step: Optional[object] = None
+    train_step: Optional[Callable] = None
 
 
 def run_timed(run: RunConfig, task: Task, results: results_io.ResultsFile, measured: dict, step: StepModel,
