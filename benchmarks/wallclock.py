@@ -20,8 +20,8 @@ nominal R of 1 means "the read just keeps up". The large e must exceed the nomin
 the step would still wait for the read.
 
 Every new pipeline fills its input shuffle buffer (10,000 examples) at the throttled read
-rate first (10,000 / read rate: about 40 s at R=4 and a 120 ms step), so a calibration
-costs two such fills on top of its steps; it is done once per task and R.
+rate first (10,000 / read rate seconds: at R=4, 10,000 x 4 / 128, about 310 step times),
+so a calibration costs two such fills on top of its steps; it is done once per task and R.
 
 Example: the correction alone (``tests/test_time_to_target.py`` runs the whole mode):
 
@@ -40,7 +40,7 @@ import echoing
 from benchmarks.tasks import Task
 
 
-def loaded_ratio(task: Task, *, read_rate: float, seed: int, max_factor: float, echo_shuffle: int, steps: int,
+def loaded_ratio(task: Task, model, *, read_rate: float, seed: int, max_factor: float, echo_shuffle: int, steps: int,
                  settle: int, **pipeline_options) -> dict:
     """R under load at one throttle: training steps at e=1, then at ``max_factor``, in one pipeline.
 
@@ -50,7 +50,6 @@ def loaded_ratio(task: Task, *, read_rate: float, seed: int, max_factor: float, 
     """
     factor = tf.Variable(1.0, dtype=tf.float64)
     config = task.pipeline_config(task.default_point, factor, echo_shuffle, seed, read_rate=read_rate, **pipeline_options)
-    model = task.build_model()
     iterator = iter(task.train_dataset(config))
 
     def seconds_per_step(count: int) -> float:
@@ -97,13 +96,15 @@ def calibrate(task: Task, *, ratio: float, seed: int, max_factor: float, echo_sh
     if rounds < 0:
         raise ValueError(f"rounds: expected an int >= 0, got {rounds!r}")
     unthrottled = task.pipeline_config("none", 1.0, 0, seed, **pipeline_options)
-    alone = echoing.measure_ratio(task.train_dataset(unthrottled), task.build_model(), batches=10, warmup=3, repeats=3)
+    # One model for every measurement: it compiles once, and only its step's cost matters.
+    model = task.build_model()
+    alone = echoing.measure_ratio(task.train_dataset(unthrottled), model, batches=10, warmup=3, repeats=3)
     read_rate = task.settings.batch_size / (ratio * alone.downstream_seconds)
     history = []
     for round_index in range(rounds + 1):
         if round_index:
             read_rate = next_read_rate(read_rate, history[-1]["measured_ratio"], ratio)
-        history.append(loaded_ratio(task, read_rate=read_rate, seed=seed, max_factor=max_factor, echo_shuffle=echo_shuffle,
+        history.append(loaded_ratio(task, model, read_rate=read_rate, seed=seed, max_factor=max_factor, echo_shuffle=echo_shuffle,
                                     steps=steps, settle=settle, **pipeline_options))
     return {"ratio": ratio, "read_rate": read_rate, "measured_ratio": history[-1]["measured_ratio"],
             "step_seconds_alone": alone.downstream_seconds, "max_factor": max_factor, "rounds": history}

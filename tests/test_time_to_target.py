@@ -242,7 +242,7 @@ def test_calibration_corrects_the_throttle_until_r_under_load_is_the_nominal_one
     # A host where the step under load is 1.25x the step alone: the first guess reads too fast.
     step_alone, step_loaded, batch = 0.08, 0.10, TINY_TASKS["resnet"].settings.batch_size
 
-    def fake_loaded_ratio(task, *, read_rate, **_):
+    def fake_loaded_ratio(task, model, *, read_rate, **_):
         at_one = max(batch / read_rate, step_loaded)
         return {"read_rate": read_rate, "step_seconds_at_e1": at_one, "step_seconds_saturated": step_loaded,
                 "measured_ratio": at_one / step_loaded}
