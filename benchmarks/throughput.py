@@ -162,7 +162,7 @@ def echo_stage(config: ThroughputConfig) -> dict:
         for e in config.one_liner_factors:
             builders[f"{name} e={e}"] = lambda e=e, baseline=baseline: free_upstream().apply(baseline(e))
     rates = measure_round_robin(builders, config.seconds, config.repeats)
-    rows = [{"name": name, "rates": r, "median": statistics.median(r)} for name, r in rates.items()]
+    rows = median_rows(rates)
     # Each ratio is paired: per round, two configurations measured one after the other.
     pairs = {"echo e=1 / no echo": ("echo e=1", "no echo"),
              "echo e=1 with stats / no echo": ("echo e=1 with stats", "no echo")}
@@ -172,6 +172,11 @@ def echo_stage(config: ThroughputConfig) -> dict:
                 pairs[f"echo / {name} at e={e}"] = (f"echo e={e:g}", f"{name} e={e}")
     paired = {label: paired_ratio(rates[a], rates[b]) for label, (a, b) in pairs.items() if a in rates and b in rates}
     return {"rows": rows, "paired_ratios": paired}
+
+
+def median_rows(rates: dict[str, list[float]]) -> list[dict]:
+    """One row per configuration: its rates over rounds and their median."""
+    return [{"name": name, "rates": r, "median": statistics.median(r)} for name, r in rates.items()]
 
 
 def paired_ratio(a: list[float], b: list[float]) -> dict:
@@ -240,8 +245,7 @@ def shapes(config: ThroughputConfig) -> dict:
             # minus the consumer's) spread over e outputs, plus the consumer's; per round.
             bound = [1 / ((1 / none - 1 / alone) / e + 1 / alone) for none, alone in zip(rates["no echo"], rates["consumer alone"])]
             paired[f"zero-cost echo stage (bound) / one-liner at e={e}"] = paired_ratio(bound, rates[f"one-liner e={e}"])
-        results[case] = {"rows": [{"name": name, "rates": r, "median": statistics.median(r)} for name, r in rates.items()],
-                         "paired_ratios": paired}
+        results[case] = {"rows": median_rows(rates), "paired_ratios": paired}
     return results
 
 
