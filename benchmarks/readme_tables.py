@@ -33,6 +33,8 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "time_to_target": reporting.sample_table,
     "time_to_target_replay": reporting.replay_table,
     "time_to_target_best": reporting.best_table,
+    "time_to_target_wallclock": reporting.wallclock_table,
+    "time_to_target_wallclock_best": lambda document: reporting.best_table(document, "wallclock"),
     "critical_batch": critical_batch.table,
     "auto_echo": auto_echo.table,
     "auto_echo_cpu": auto_echo.cpu_table,
@@ -42,7 +44,8 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
 
 
 # Tables drawn from another table's results file.
-SOURCES = {"time_to_target_replay": "time_to_target", "time_to_target_best": "time_to_target"}
+SOURCES = {name: "time_to_target" for name in ("time_to_target_replay", "time_to_target_best", "time_to_target_wallclock",
+                                                "time_to_target_wallclock_best")}
 
 
 def machines(document: dict) -> str:

@@ -86,6 +86,10 @@ def replay_rows(document: dict) -> list[dict]:
     return rows(document, "replay", ("seconds_in_steps", "fresh_examples", "steps", "held_factor"))
 
 
+def wallclock_rows(document: dict) -> list[dict]:
+    return rows(document, "wallclock", ("seconds", "seconds_in_steps", "fresh_examples", "steps", "held_factor"))
+
+
 def _fmt(value: Optional[dict], spec: str, ratio: bool = False) -> str:
     if value is None:
         return "-"
@@ -133,12 +137,29 @@ def replay_table(document: dict) -> str:
     return "\n".join(lines)
 
 
-def best_rows(document: dict) -> list[dict]:
-    """Per task and R (replay): the best fixed e by median speedup, and AutoEcho against it, seed by seed."""
+def wallclock_table(document: dict) -> str:
+    """Markdown: real training on this CPU, time to target per R and e, and the speedup over the same seed's baseline."""
+    measured = document["results"].get("rates", {})
+    lines = ["| task | R | R under load | e | echo shuffle | reached | time to target (s) | (loaded step times) | "
+             "speedup over baseline (same seed) | fresh examples | steps |",
+             "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in wallclock_rows(document):
+        factor = f"AutoEcho (held {_fmt(r.get('held_factor'), '.1f')})" if r.get("auto_echo") else f"{r['factor']:g}"
+        rates = measured.get(f"{r['task']}/R={r['ratio']:g}")
+        under_load = f"{rates['measured_ratio']:.2f}" if rates else "-"
+        lines.append(f"| {r['task']} | {r['ratio']:g} | {under_load} | {factor} | "
+                     f"{r['echo_shuffle']} | {r['reached']}/{r['runs']} | {_fmt(r['seconds'], ',.0f')} | "
+                     f"{_fmt(r['seconds_in_steps'], ',.0f')} | {_fmt(_inverse(r['seconds_vs_baseline']), '.2f', ratio=True)} | "
+                     f"{_fmt(r['fresh_examples'], ',.0f')} | {_fmt(r['steps'], ',.0f')} |")
+    return "\n".join(lines)
+
+
+def best_rows(document: dict, mode: str = "replay") -> list[dict]:
+    """Per task and R (``mode`` is replay or wallclock): the best fixed e by median speedup, and AutoEcho against it, seed by seed."""
     rows_by_key: dict = {}
-    for row in replay_rows(document):
+    for row in rows(document, mode, ("seconds_in_steps", "held_factor")):
         rows_by_key.setdefault((row["task"], row["ratio"]), []).append(row)
-    runs = [r for r in document["results"]["runs"] if r["config"]["mode"] == "replay" and r.get("seconds")]
+    runs = [r for r in document["results"]["runs"] if r["config"]["mode"] == mode and r.get("seconds")]
     out = []
     for (task, ratio), group in sorted(rows_by_key.items()):
         fixed = [r for r in group if not r.get("auto_echo") and r["seconds_in_steps_vs_baseline"] is not None]
@@ -171,12 +192,12 @@ def best_rows(document: dict) -> list[dict]:
     return out
 
 
-def best_table(document: dict) -> str:
+def best_table(document: dict, mode: str = "replay") -> str:
     """Markdown: per R, the best fixed e's speedup, AutoEcho's, and AutoEcho's time over the best's (same seed)."""
     lines = ["| task | R | best fixed e (echo shuffle) | its speedup | AutoEcho speedup | e AutoEcho held | "
              "AutoEcho time / best fixed e's | = time per step / best's | x steps / best's |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in best_rows(document):
+    for r in best_rows(document, mode):
         lines.append(f"| {r['task']} | {r['ratio']:g} | {r['best_factor']:g} ({r['best_echo_shuffle']}) | "
                      f"{_fmt(r['best_speedup'], '.2f', ratio=True)} | {_fmt(r['auto_speedup'], '.2f', ratio=True)} | "
                      f"{_fmt(r['auto_held_factor'], '.1f')} | {_fmt(r['auto_time_vs_best'], '.2f')} | "
@@ -196,6 +217,10 @@ def main(argv=None) -> None:
     print(replay_table(document))
     print()
     print(best_table(document))
+    print()
+    print(wallclock_table(document))
+    print()
+    print(best_table(document, "wallclock"))
 
 
 if __name__ == "__main__":

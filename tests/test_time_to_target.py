@@ -236,6 +236,26 @@ def test_best_fixed_factor_and_auto_echo_against_it_seed_by_seed():
     assert "| resnet | 4 | 4 (1024) | 3.50x (3.00-4.00) |" in reporting.best_table({"results": {"runs": runs}})
 
 
+def test_wallclock_tables_take_seconds_against_the_same_seed_and_show_r_under_load():
+    def record(factor, seed, seconds, auto=False):
+        placement = "none" if factor == 1 else "before_augment"
+        config = dataclasses.asdict(T.RunConfig("wallclock", "resnet", placement, factor, 0 if factor == 1 else 1024, seed,
+                                                4.0, auto_echo=auto))
+        return {"config": config, "reached": True, "steps": 500, "fresh_examples": 1.0, "seconds": seconds,
+                "seconds_in_steps": seconds / 0.1, **({"held_factor": 4.2} if auto else {})}
+
+    runs = [record(1.0, 0, 200.0), record(1.0, 1, 240.0), record(4.0, 0, 80.0), record(4.0, 1, 60.0),
+            record(8.0, 0, 88.0, auto=True), record(8.0, 1, 66.0, auto=True)]
+    document = {"results": {"runs": runs, "rates": {"resnet/R=4": {"measured_ratio": 3.96}}}}
+    table = reporting.wallclock_table(document)
+    # Speedups 200/80 = 2.5 and 240/60 = 4.0, each seed against its own baseline.
+    assert "| resnet | 4 | 3.96 | 4 | 1024 | 2/2 | 70 (60-80) | 700 (600-800) | 3.25x (2.50-4.00) |" in table
+    assert "AutoEcho (held 4.2 (4.2-4.2))" in table
+    (row,) = reporting.best_rows(document, "wallclock")
+    assert row["best_factor"] == 4.0 and row["auto_time_vs_best"]["values"] == pytest.approx([1.1, 1.1])
+    assert reporting.best_rows(document) == []  # The replay's table does not mix in real training.
+
+
 def test_calibration_corrects_the_throttle_until_r_under_load_is_the_nominal_one(monkeypatch, tmp_path):
     from benchmarks import wallclock
 
