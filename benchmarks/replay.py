@@ -10,9 +10,12 @@ step at every moment, with buffers, start-up and echo all real.
 
 The read is throttled to ``batch_size / (R * step_seconds)`` examples per second, so that
 reading one batch takes ``R`` steps. R is then measured (:func:`measure_pipeline`) and
-recorded beside the nominal value. Seconds run from the first batch delivered (the
-buffers' fill is timed apart as ``startup_seconds``), matching the fresh-example count,
-which leaves the fills out too.
+recorded beside the nominal value. Seconds run from the first batch delivered, matching
+the fresh-example count, which leaves the fills out too. The buffers fill with the read
+unthrottled (:func:`benchmarks.tasks.fill_unthrottled`), timed apart as
+``startup_seconds``; the replays recorded before that change filled them at the throttled
+rate; either way the clock starts at the first batch, and the read-ahead the fill leaves
+behind it is at most a batch or two.
 
 Because the replay's duration is proportional to ``step_seconds``, its speedups hold for
 any host with the same R, whatever its step time, as long as the pipeline's own CPU work
@@ -40,7 +43,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 import echoing
-from benchmarks.tasks import Task
+from benchmarks.tasks import Task, fill_unthrottled
 
 
 def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = None,
@@ -71,7 +74,8 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
     stats = echoing.EchoStats()
     start = time.perf_counter()
     iterator = iter(task.train_dataset(config, stats=stats))
-    batch = next(iterator)  # The buffers fill here; the first step trains on this batch.
+    with fill_unthrottled(config):
+        batch = next(iterator)  # The buffers fill here; the first step trains on this batch.
     origin = time.perf_counter()
     seconds, factors = [], []
     for step in range(steps):
@@ -97,6 +101,8 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
 def seconds_per_batch(task: Task, config, *, batches: int = 40, warmup: int = 5) -> float:
     """Mean seconds between batches of a pipeline pulled as fast as it goes (no step)."""
     iterator = iter(task.train_dataset(config))
+    with fill_unthrottled(config):
+        next(iterator)
     for _ in range(warmup):
         next(iterator)
     gaps, last = [], time.perf_counter()

@@ -19,9 +19,9 @@ By this definition R is at least 1 (at e=1 a step takes no less than a step), so
 nominal R of 1 means "the read just keeps up". The large e must exceed the nominal R, or
 the step would still wait for the read.
 
-Every new pipeline fills its input shuffle buffer (10,000 examples) at the throttled read
-rate first (10,000 / read rate seconds: at R=4, 10,000 x 4 / 128, about 310 step times),
-so a calibration costs two such fills on top of its steps; it is done once per task and R.
+Every new pipeline fills its input shuffle buffer (10,000 examples) first, with the read
+unthrottled (:func:`benchmarks.tasks.fill_unthrottled`; at the throttled rate it would
+take 10,000 / read rate seconds: at R=4, 10,000 x 4 / 128, about 310 step times).
 
 Example: the correction alone (``tests/test_time_to_target.py`` runs the whole mode):
 
@@ -37,7 +37,7 @@ from typing import Callable
 import tensorflow as tf
 
 import echoing
-from benchmarks.tasks import Task
+from benchmarks.tasks import Task, fill_unthrottled
 
 
 def loaded_ratio(task: Task, model, *, read_rate: float, seed: int, max_factor: float, echo_shuffle: int, steps: int,
@@ -58,6 +58,9 @@ def loaded_ratio(task: Task, model, *, read_rate: float, seed: int, max_factor: 
             model.train_on_batch(*next(iterator))
         return (time.perf_counter() - start) / count
 
+    with fill_unthrottled(config):
+        first = next(iterator)  # The buffers fill at full speed: a fill is no part of R.
+    model.train_on_batch(*first)
     seconds_per_step(settle)
     at_one = seconds_per_step(steps)
     factor.assign(float(max_factor))

@@ -55,7 +55,9 @@ class ImagePipelineConfig:
       cache_dir: cache of the embedded data; default ``$ECHOING_CACHE_DIR`` or ``~/.cache/echoing``.
       data_dir: tensorflow-datasets data directory for the tfds sources.
       read_rate: if set, the read step is throttled to this many records per second
-        (:func:`pipelines.slow_storage.throttle`), modelling slow storage.
+        (:func:`pipelines.slow_storage.throttle`), modelling slow storage; or a
+        :class:`pipelines.slow_storage.RateLimiter` in records, to change or lift it while
+        the dataset runs.
       repeat: whether the training pipeline repeats forever (for step-budgeted training).
       service: a tf.data service dispatcher address (``"grpc://host:port"``): read, shuffle
         and decode then run on its workers, and echoing, augmentation and batching on the

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 import echoing
 from echoing.echo import check_echo_settings
+from pipelines.slow_storage import RateLimiter
 
 NONE = "none"
 EXAMPLE = "example"
@@ -133,8 +134,8 @@ def check_pipeline_config(config, sources: Sequence[str], echo_points: Sequence[
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
     rate = config.read_rate
-    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not math.isfinite(rate) or rate <= 0):
-        raise ValueError(f"read_rate: expected a positive finite number or None, got {rate!r}")
+    if rate is not None and not isinstance(rate, RateLimiter) and (isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not math.isfinite(rate) or rate <= 0):
+        raise ValueError(f"read_rate: expected a positive finite number, a pipelines.slow_storage.RateLimiter or None, got {rate!r}")
     if not isinstance(config.echo, EchoConfig):
         raise TypeError(f"echo: expected a pipelines.staged.EchoConfig, got {config.echo!r}")
     config.echo.check_placement(echo_points, pipeline)

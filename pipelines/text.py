@@ -55,7 +55,9 @@ class TextPipelineConfig:
       shuffle_buffer_size: the packed-example shuffle buffer, in examples.
       cache_dir: cache of the embedded data; default ``$ECHOING_CACHE_DIR`` or ``~/.cache/echoing``.
       data_dir: tensorflow-datasets data directory for lm1b.
-      read_rate: if set, the read step is throttled to this many bytes per second.
+      read_rate: if set, the read step is throttled to this many bytes per second; or a
+        :class:`pipelines.slow_storage.RateLimiter` in bytes, to change or lift it while
+        the dataset runs.
       repeat: whether the training pipeline repeats forever.
       service: a tf.data service dispatcher address (``"grpc://host:port"``): read,
         tokenize, pack and shuffle then run on its workers, and echoing and batching on

@@ -256,6 +256,19 @@ def test_wallclock_tables_take_seconds_against_the_same_seed_and_show_r_under_lo
     assert reporting.best_rows(document) == []  # The replay's table does not mix in real training.
 
 
+def test_replay_table_gives_r_as_measured_and_as_the_baselines_whole_run_gave_it():
+    def record(factor, seed, steps, steps_time):
+        placement = "none" if factor == 1 else "before_augment"
+        config = dataclasses.asdict(T.RunConfig("replay", "resnet", placement, factor, 0 if factor == 1 else 1024, seed, 4.0))
+        return {"config": config, "reached": True, "steps": steps, "fresh_examples": 1.0, "seconds_in_steps": steps_time}
+
+    runs = [record(1.0, 0, 500, 2000), record(1.0, 1, 400, 1800), record(4.0, 0, 600, 650), record(4.0, 1, 500, 540)]
+    pipelines = {f"resnet/R=4/seed={seed}/step=0.03": {"measured_ratio": value} for seed, value in ((0, 3.9), (1, 4.1))}
+    table = reporting.replay_table({"results": {"runs": runs, "pipelines": pipelines}})
+    # Measured 3.9 and 4.1 before the runs; the baselines ran at 2000/500 = 4.0 and 1800/400 = 4.5.
+    assert "| resnet | 4 | 4.00 (3.90-4.10) | 4.25 (4.00-4.50) | 1 |" in table
+
+
 def test_calibration_corrects_the_throttle_until_r_under_load_is_the_nominal_one(monkeypatch, tmp_path):
     from benchmarks import wallclock
 
