@@ -14,8 +14,8 @@ recorded beside the nominal value. Seconds run from the first batch delivered, m
 the fresh-example count, which leaves the fills out too. The buffers fill with the read
 unthrottled (:func:`benchmarks.tasks.fill_unthrottled`), timed apart as
 ``startup_seconds``; the replays recorded before that change filled them at the throttled
-rate; either way the clock starts at the first batch, and the read-ahead the fill leaves
-behind it is at most a batch or two.
+rate. Either way the clock starts at the first batch; unthrottled, the prefetch buffers may
+also pull some elements ahead in the moment before the link closes (not measured).
 
 Because the replay's duration is proportional to ``step_seconds``, its speedups hold for
 any host with the same R, whatever its step time, as long as the pipeline's own CPU work
