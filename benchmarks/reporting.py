@@ -99,6 +99,11 @@ def _fmt(value: Optional[dict], spec: str, ratio: bool = False) -> str:
     return f"{format(value['median'], spec)}{suffix} ({format(value['min'], spec)}-{format(value['max'], spec)})"
 
 
+def _factor_label(row: dict) -> str:
+    """The e column: the fixed factor, or the factor AutoEcho held."""
+    return f"AutoEcho (held {_fmt(row.get('held_factor'), '.1f')})" if row.get("auto_echo") else f"{row['factor']:g}"
+
+
 def _inverse(value: Optional[dict]) -> Optional[dict]:
     """Speedups from time ratios: 1 / ratio, with min and max swapped."""
     if value is None:
@@ -140,7 +145,7 @@ def replay_table(document: dict) -> str:
              "speedup over baseline (same seed) | fresh examples | steps |",
              "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in replay_rows(document):
-        factor = f"AutoEcho (held {_fmt(r.get('held_factor'), '.1f')})" if r.get("auto_echo") else f"{r['factor']:g}"
+        factor = _factor_label(r)
         key = f"{r['task']}/R={r['ratio']:g}"
         ratios, over_run = measured.get(key), realised.get(key)
         lines.append(f"| {r['task']} | {r['ratio']:g} | {_fmt(spread(ratios), '.2f') if ratios else '-'} | "
@@ -158,7 +163,7 @@ def wallclock_table(document: dict) -> str:
              "speedup over baseline (same seed) | fresh examples | steps |",
              "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in wallclock_rows(document):
-        factor = f"AutoEcho (held {_fmt(r.get('held_factor'), '.1f')})" if r.get("auto_echo") else f"{r['factor']:g}"
+        factor = _factor_label(r)
         rates = measured.get(f"{r['task']}/R={r['ratio']:g}")
         under_load = f"{rates['measured_ratio']:.2f}" if rates else "-"
         lines.append(f"| {r['task']} | {r['ratio']:g} | {under_load} | {factor} | "

@@ -200,6 +200,19 @@ class Task:
         return correct / count if self.name == "resnet" else loss / count / math.log(2)
 
 
+def fill_unthrottled(config):
+    """A context in which the config's throttled read, if any, admits at once.
+
+    Pull the first batch in it: the shuffle buffers then fill at full speed, and the read
+    is paced again from that batch on. Fills are not counted in the benchmarks' seconds,
+    and at a throttled rate they take a while: the image pipeline's 10,000-example buffer
+    takes 10,000 / read rate seconds, and the text pipeline's buffers hold 256 documents
+    and then 10,000 packed sequences.
+    """
+    link = config.read_rate
+    return link.unthrottled() if isinstance(link, RateLimiter) else contextlib.nullcontext()
+
+
 # ResNet: SGD with momentum 0.9 at 0.1 is the CIFAR ResNet recipe (He et al.); a ResNet-8 at
 # width 16 reached 0.85 validation accuracy on the embedded shapes in 600 steps of batch 128
 # (benchmarks/results/shapes_baselines.json), so 0.80 within the budget is reliable and
@@ -210,18 +223,6 @@ class Task:
 # 1.32x: benchmarks/results/xla_check.json, `python -m benchmarks.xla_check`).
 # Transformer: Adam at 1e-3 with warm-up is the usual small-LM recipe. The baseline (seed 0)
 # met the 2.5 bits-per-byte target at step 1,800 of the 3,000 budgeted in an earlier run.
-def fill_unthrottled(config):
-    """A context in which the config's throttled read, if any, admits at once.
-
-    Pull the first batch in it: the shuffle buffers then fill at full speed, and the read
-    is paced again from that batch on. Fills are not counted in the benchmarks' seconds,
-    and at a throttled rate they cost minutes per run (the text pipeline's document and
-    example buffers hold about 40,000 sequences' worth of bytes: 39 s at R=2 with a 15 ms step).
-    """
-    link = config.read_rate
-    return link.unthrottled() if isinstance(link, RateLimiter) else contextlib.nullcontext()
-
-
 TASKS = {
     "resnet": Task(TaskSettings("resnet", 128, 0.1, 50, 2000, 25, 2000, 0.80, {"depth": 8, "width": 16})),
     "transformer": Task(TaskSettings(
