@@ -13,9 +13,10 @@ Three modes, on the embedded data by default (``--source`` for tfds data where p
   the factor during a replay, and the choices it made are then trained on (sample mode,
   same seed) to find the step at which the target is reached.
 * ``wallclock``: real training on this CPU with the read throttled so that R, measured
-  under load while training runs (:mod:`benchmarks.wallclock`), is the nominal one; the
-  fixed factors with the largest echo shuffle buffer, and AutoEcho's controller driving
-  the factor as training runs (unless ``--no-auto-echo``).
+  under load while training runs (:mod:`benchmarks.wallclock`), is close to the nominal
+  one (one correction of a first guess; the tables give R as calibrated and as the runs
+  met it); the fixed factors with the largest echo shuffle buffer, and AutoEcho's
+  controller driving the factor as training runs (unless ``--no-auto-echo``).
 
 Every finished configuration is appended to the results file at once, and a rerun skips
 the configurations already there, so a long run can be stopped and resumed (``--fresh``

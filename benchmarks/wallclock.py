@@ -13,7 +13,10 @@ during training than the nominal one. :func:`calibrate` measures R as
 throttled, over the step time at a large e, where the read no longer limits and the
 pipeline echoes at full load. It then scales the throttle by how far that R is from the
 nominal one (R is inversely proportional to the read rate) and measures once more; the
-record keeps every round.
+record keeps every round. Each round's R rests on 30 steps at each factor, so it carries
+their noise: the correction lands near the nominal R, not on it, and
+:func:`benchmarks.reporting.wallclock_table` also gives R as the runs met it (the
+baseline's seconds per step over the largest fixed e's).
 
 By this definition R is at least 1 (at e=1 a step takes no less than a step), so a
 nominal R of 1 means "the read just keeps up". The large e must exceed the nominal R, or
