@@ -166,11 +166,10 @@ def wallclock_runs_ratio(document: dict) -> dict:
     ratios: dict = {}
     for base in runs:
         config = base["config"]
-        if config["factor"] != 1 or config["placement"] != "none":
+        if not _same(config, _baseline_of(config)):
             continue
-        echoed = [r for r in runs if r["config"]["task"] == config["task"] and r["config"]["ratio"] == config["ratio"]
-                  and r["config"]["seed"] == config["seed"] and not r["config"].get("auto_echo")
-                  and r["config"]["placement"] != "none"]
+        echoed = [r for r in runs if _same(_baseline_of(r["config"]), config) and not r["config"].get("auto_echo")
+                  and not _same(r["config"], config)]
         if echoed:
             top = max(echoed, key=lambda r: r["config"]["factor"])
             key = f"{config['task']}/R={config['ratio']:g}"
