@@ -130,17 +130,13 @@ def replay_table(document: dict) -> str:
 
     R appears twice: as measured before the runs (the throttled pipeline's seconds per batch
     over 200 batches, over ``t_step``) and as the baseline's whole run gives it (its step
-    times over its steps). They differ where the read is lumpy: the text pipeline throttles
+    times over its steps, :func:`runs_ratio`). They differ where the read is lumpy: the text pipeline throttles
     whole documents, so a short window can hold one long document or none.
     """
     measured = {}
     for key, value in document["results"].get("pipelines", {}).items():
         measured.setdefault(key.split("/seed=")[0], []).append(value["measured_ratio"])
-    realised = {}
-    for record in document["results"]["runs"]:
-        config = record["config"]
-        if config["mode"] == "replay" and config["placement"] == "none" and record.get("seconds_in_steps"):
-            realised.setdefault(f"{config['task']}/R={config['ratio']:g}", []).append(record["seconds_in_steps"] / record["steps"])
+    realised = runs_ratio(document, "replay")
     lines = ["| task | R | measured R | R over the baseline's run | e | echo shuffle | reached | time to target (step times) | "
              "speedup over baseline (same seed) | fresh examples | steps |",
              "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
@@ -156,24 +152,41 @@ def replay_table(document: dict) -> str:
     return "\n".join(lines)
 
 
-def wallclock_runs_ratio(document: dict) -> dict:
-    """R over whole runs, per task and R: each seed's baseline seconds per step over its largest fixed e's.
+def runs_ratio(document: dict, mode: str) -> dict:
+    """R over whole runs, per task and R: each seed's baseline time per step over the training step's own.
 
-    At the largest e (above R) the step, not the read, sets the pace, so the quotient is
-    R under load as the runs themselves met it, with no calibration window involved.
+    ``mode`` is ``"replay"`` or ``"wallclock"``; they differ only in where the step's own
+    time comes from. In the replay it is ``t_step``, the unit of ``seconds_in_steps``, so R
+    is the baseline's step times over its steps. On this CPU it is the step under load,
+    taken from the same seed's largest fixed e (above R, so the step and not the read sets
+    its pace). Neither involves a calibration window.
+
+    >>> def run(factor, seconds, steps):
+    ...     config = {"mode": "wallclock", "task": "resnet", "placement": "none" if factor == 1 else "before_augment",
+    ...               "factor": factor, "echo_shuffle": 0 if factor == 1 else 1024, "seed": 0, "ratio": 4.0}
+    ...     return {"config": config, "seconds": seconds, "seconds_in_steps": seconds / 0.1, "steps": steps}
+    >>> runs_ratio({"results": {"runs": [run(1.0, 200.0, 500), run(8.0, 70.0, 700)]}}, "wallclock")
+    {'resnet/R=4': [4.0]}
     """
-    runs = [r for r in document["results"]["runs"] if r["config"]["mode"] == "wallclock" and r.get("seconds")]
+    if mode not in ("replay", "wallclock"):
+        raise ValueError(f"mode: expected 'replay' or 'wallclock', got {mode!r}")
+    runs = [r for r in document["results"]["runs"] if r["config"]["mode"] == mode and r.get("seconds_in_steps")]
     ratios: dict = {}
     for base in runs:
         config = base["config"]
         if not _same(config, _baseline_of(config)):
             continue
-        echoed = [r for r in runs if _same(_baseline_of(r["config"]), config) and not r["config"].get("auto_echo")
-                  and not _same(r["config"], config)]
-        if echoed:
+        if mode == "replay":
+            step_seconds, base_seconds = 1.0, base["seconds_in_steps"]
+        else:
+            echoed = [r for r in runs if _same(_baseline_of(r["config"]), config) and not r["config"].get("auto_echo")
+                      and not _same(r["config"], config)]
+            if not echoed:
+                continue
             top = max(echoed, key=lambda r: r["config"]["factor"])
-            key = f"{config['task']}/R={config['ratio']:g}"
-            ratios.setdefault(key, []).append((base["seconds"] / base["steps"]) / (top["seconds"] / top["steps"]))
+            step_seconds, base_seconds = top["seconds"] / top["steps"], base["seconds"]
+        key = f"{config['task']}/R={config['ratio']:g}"
+        ratios.setdefault(key, []).append(base_seconds / base["steps"] / step_seconds)
     return ratios
 
 
@@ -181,10 +194,10 @@ def wallclock_table(document: dict) -> str:
     """Markdown: real training on this CPU, time to target per R and e, and the speedup over the same seed's baseline.
 
     R appears twice: as calibrated before the runs (``rates`` in the results file) and over
-    the runs (:func:`wallclock_runs_ratio`).
+    the runs (:func:`runs_ratio`).
     """
     measured = document["results"].get("rates", {})
-    over_runs = wallclock_runs_ratio(document)
+    over_runs = runs_ratio(document, "wallclock")
     lines = ["| task | R | R under load | R over the runs | e | echo shuffle | reached | time to target (s) | "
              "(loaded step times) | speedup over baseline (same seed) | fresh examples | steps |",
              "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
