@@ -327,3 +327,8 @@ def test_a_replay_takes_exactly_one_kind_of_step(tmp_path):
     for kinds in ({}, {"step_seconds": 0.01, "train_step": lambda batch: None}):
         with pytest.raises(ValueError, match="step_seconds and train_step: give exactly one"):
             replay.replay(TINY_TASKS["resnet"], config, steps=1, **kinds)
+
+
+def test_runs_ratio_rejects_an_unknown_mode_by_name():
+    with pytest.raises(ValueError, match="mode: expected 'replay' or 'wallclock', got 'sample'"):
+        reporting.runs_ratio({"results": {"runs": []}}, "sample")
