@@ -5,7 +5,7 @@
 * ``*_time_vs_factor.png``: modelled-accelerator time to target (in step times) against e
   for each R (Fig. 4), AutoEcho drawn as a star at the factor it held.
 * ``*_fresh_vs_shuffle.png``: fresh examples to target against the echo shuffle buffer
-  size (Fig. 7).
+  size in examples (a batch echoing buffer of 8 batches holds 8 x batch size; Fig. 7).
 
 Points are medians over seeds; bars span the min and max.
 
@@ -23,6 +23,7 @@ matplotlib.use("Agg")  # Files only; no display on CI or servers.
 import matplotlib.pyplot as plt  # noqa: E402
 
 from benchmarks import reporting, results_io  # noqa: E402
+from benchmarks.tasks import TASKS  # noqa: E402
 
 
 def plot_all(results_path: Path) -> list[Path]:
@@ -98,11 +99,14 @@ def _fresh_vs_shuffle(task, rows):
     figure, axes = plt.subplots(figsize=(5, 3.5))
     for placement in sorted({r["placement"] for r in rows}):
         for factor in sorted({r["factor"] for r in rows if r["placement"] == placement}):
-            points = [(max(r["echo_shuffle"], 1), r["fresh_examples"]) for r in rows if r["placement"] == placement and r["factor"] == factor]
+            # Buffers are counted in the echo stage's elements (batches for batch echoing); drawn in examples they held.
+            examples = TASKS[task].examples_per_echo_element(placement)
+            points = [(max(r["echo_shuffle"] * examples, 1), r["fresh_examples"]) for r in rows
+                      if r["placement"] == placement and r["factor"] == factor]
             if len(points) > 1:
                 _errorbar(axes, points, "o-", label=f"{placement} e={factor:g}")
     axes.set_xscale("log")
-    axes.set(xlabel="echo shuffle buffer (elements; 0 drawn at 1)", ylabel="fresh examples to target", title=f"{task}: echo shuffle buffer")
+    axes.set(xlabel="echo shuffle buffer (examples it holds; 0 drawn at 1)", ylabel="fresh examples to target", title=f"{task}: echo shuffle buffer")
     axes.legend(fontsize=7)
     return figure
 

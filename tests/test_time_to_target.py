@@ -332,3 +332,15 @@ def test_a_replay_takes_exactly_one_kind_of_step(tmp_path):
 def test_runs_ratio_rejects_an_unknown_mode_by_name():
     with pytest.raises(ValueError, match="mode: expected 'replay' or 'wallclock', got 'sample'"):
         reporting.runs_ratio({"results": {"runs": []}}, "sample")
+
+
+def test_shuffle_plot_draws_every_buffer_in_examples():
+    # A batch echoing buffer of 8 batches holds as many examples as an example buffer of 8 x batch size.
+    spread = {"median": 1.0, "min": 1.0, "max": 1.0}
+    rows = [{"task": "resnet", "placement": placement, "factor": 2.0, "echo_shuffle": shuffle, "fresh_examples": spread}
+            for placement, shuffles in (("after_batch", (0, 8)), ("before_augment", (0, 1024))) for shuffle in shuffles]
+    figure = plots._fresh_vs_shuffle("resnet", rows)
+    drawn = {bars.get_label(): sorted(bars.lines[0].get_xdata()) for bars in figure.axes[0].containers}
+    plots.plt.close(figure)
+    batch = TASKS["resnet"].settings.batch_size
+    assert drawn == {"after_batch e=2": [1, 8 * batch], "before_augment e=2": [1, 1024]}
