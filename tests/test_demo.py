@@ -48,3 +48,9 @@ def test_command_line_refuses_a_factor_below_one(capsys):
     with pytest.raises(SystemExit):
         demo.main(["--fixed-factor", "0.5"])
     assert "--fixed-factor" in capsys.readouterr().err
+
+
+def test_the_fixed_factor_runs_by_default_and_can_be_left_out():
+    assert demo.parse_config([])[0].fixed_factor == 4.0  # e = R, the best fixed e at R=4 in the full runs.
+    assert demo.parse_config(["--fixed-factor", "6"])[0].fixed_factor == 6.0
+    assert demo.parse_config(["--no-fixed-factor"])[0].fixed_factor is None
