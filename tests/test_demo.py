@@ -54,3 +54,9 @@ def test_the_fixed_factor_runs_by_default_and_can_be_left_out():
     assert demo.parse_config([])[0].fixed_factor == 4.0  # e = R, the best fixed e at R=4 in the full runs.
     assert demo.parse_config(["--fixed-factor", "6"])[0].fixed_factor == 6.0
     assert demo.parse_config(["--no-fixed-factor"])[0].fixed_factor is None
+
+
+def test_a_fixed_factor_and_none_together_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        demo.parse_config(["--fixed-factor", "6", "--no-fixed-factor"])
+    assert "--no-fixed-factor" in capsys.readouterr().err
