@@ -98,9 +98,9 @@ def _fresh_vs_shuffle(task, rows):
         return None
     figure, axes = plt.subplots(figsize=(5, 3.5))
     for placement in sorted({r["placement"] for r in rows}):
+        # Buffers are counted in the echo stage's elements (batches for batch echoing); drawn in examples they held.
+        examples = TASKS[task].examples_per_echo_element(placement)
         for factor in sorted({r["factor"] for r in rows if r["placement"] == placement}):
-            # Buffers are counted in the echo stage's elements (batches for batch echoing); drawn in examples they held.
-            examples = TASKS[task].examples_per_echo_element(placement)
             points = [(max(r["echo_shuffle"] * examples, 1), r["fresh_examples"]) for r in rows
                       if r["placement"] == placement and r["factor"] == factor]
             if len(points) > 1:
