@@ -100,6 +100,9 @@ class BenchmarkPlan:
       auto_echo: also replay AutoEcho's controller at every R.
       step_seconds: the modelled accelerator's step in the replay.
       num_train_examples: embedded training examples (resnet); ``None`` for the default 100k.
+      time_only: run only what is timed (the fixed factors' replays, AutoEcho's timed
+        replays) and leave AutoEcho's training on its saved timelines to a later run, which
+        needs no machine to itself.
     """
 
     tasks: list = dataclasses.field(default_factory=lambda: ["resnet"])
@@ -113,6 +116,7 @@ class BenchmarkPlan:
     auto_echo: bool = True
     step_seconds: float = 0.03
     num_train_examples: Optional[int] = None
+    time_only: bool = False
 
 
 def echo_shuffle_elements(task: Task, placement: str, batches: int) -> int:
@@ -220,7 +224,8 @@ def run_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results
     log(f"  {key}: measured R {measured['measured_ratio']:.2f}, pipeline CPU "
         f"{measured['cpu_share_of_step']:.0%} of the step at e={max(plan.replay_factors):g}")
     step = StepModel(step_seconds=plan.step_seconds, unit_seconds=plan.step_seconds)
-    return run_timed(run, task, results, measured, step, options, log, measurements_name="pipeline")
+    return run_timed(run, task, results, measured, step, options, log, measurements_name="pipeline",
+                     train=not plan.time_only)
 
 
 def run_wallclock(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, options: dict,
@@ -235,7 +240,8 @@ def run_wallclock(run: RunConfig, task: Task, plan: BenchmarkPlan, results: resu
         f" (step alone {measured['step_seconds_alone'] * 1e3:.0f} ms)")
     step = StepModel(train_step=wallclock.warmed_up_train_step(task, run.seed, **options),
                      unit_seconds=measured["rounds"][-1]["step_seconds_saturated"])
-    return run_timed(run, task, results, measured, step, options, log, measurements_name="rates")
+    return run_timed(run, task, results, measured, step, options, log, measurements_name="rates",
+                     train=not plan.time_only)
 
 
 def measured_once(results: results_io.ResultsFile, name: str, key: str, measure) -> dict:
@@ -261,10 +267,10 @@ class StepModel:
 
 
 def run_timed(run: RunConfig, task: Task, results: results_io.ResultsFile, measured: dict, step: StepModel,
-              options: dict, log, measurements_name: str) -> Optional[dict]:
+              options: dict, log, measurements_name: str, *, train: bool = True) -> Optional[dict]:
     """A fixed factor timed for the steps its sample run needed; ``None`` without that run."""
     if run.auto_echo:
-        return run_auto_echo_timed(run, task, results, measured, step, options, log, measurements_name)
+        return run_auto_echo_timed(run, task, results, measured, step, options, log, measurements_name, train=train)
     sample = find_sample(results.runs, run)
     if sample is None:
         log(f"  skipped: no sample run for {run.describe()}")
@@ -293,20 +299,36 @@ def auto_echo_replay_steps(task: Task, records: list, run: RunConfig) -> int:
 
 
 def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsFile, measured: dict, step: StepModel,
-                        options: dict, log, measurements_name: str) -> dict:
-    """AutoEcho timed on the pipeline, then its choices trained on to find the crossing."""
-    factor = tf.Variable(1.0, dtype=tf.float64)
-    config = task.pipeline_config(run.placement, factor, run.echo_shuffle, run.seed, read_rate=measured["read_rate"], **options)
-    controller = echoing.EchoController(max_factor=run.factor)
-    timeline = replay.replay(task, config, steps=auto_echo_replay_steps(task, results.runs, run), step_seconds=step.step_seconds,
-                             train_step=step.train_step, controller=controller, factor=factor)
-    held = [d for d in controller.decisions if d.phase == "hold"]
-    log(f"  AutoEcho held e={held[0].factor:.2f} from step {held[0].step}" if held else "  AutoEcho never held a factor")
+                        options: dict, log, measurements_name: str, *, train: bool = True) -> Optional[dict]:
+    """AutoEcho timed on the pipeline, then its choices trained on to find the crossing.
+
+    The timed replay is saved (``auto_echo_timelines`` in the results) as soon as it ends,
+    so that ``train=False`` can time every run first, alone on the machine, and a later
+    invocation trains on the saved timelines, which needs no clock (``None`` until then).
+    """
+    def timed():
+        factor = tf.Variable(1.0, dtype=tf.float64)
+        config = task.pipeline_config(run.placement, factor, run.echo_shuffle, run.seed, read_rate=measured["read_rate"],
+                                      **options)
+        controller = echoing.EchoController(max_factor=run.factor)
+        timeline = replay.replay(task, config, steps=auto_echo_replay_steps(task, results.runs, run),
+                                 step_seconds=step.step_seconds, train_step=step.train_step, controller=controller,
+                                 factor=factor)
+        held = [d for d in controller.decisions if d.phase == "hold"]
+        return {**timeline, "held_factor": held[0].factor if held else None,
+                "held_from_step": held[0].step if held else None}
+
+    timeline = measured_once(results, "auto_echo_timelines", run.key(), timed)
+    log(f"  AutoEcho held e={timeline['held_factor']:.2f} from step {timeline['held_from_step']}"
+        if timeline["held_factor"] else "  AutoEcho never held a factor")
+    if not train:
+        return None
     trained = train_to_target(task, run.placement, run.factor, run.echo_shuffle, seed=run.seed,
                               factor_schedule=timeline["factors"], log=log, **options)
     record = {**trained, measurements_name: measured, "startup_seconds": timeline["startup_seconds"],
-              "decisions": timeline["decisions"], "held_factor": held[0].factor if held else None,
-              "held_from_step": held[0].step if held else None, "final_factor": timeline["factors"][-1],
+              "decisions": timeline["decisions"], "held_factor": timeline["held_factor"],
+              "held_from_step": timeline["held_from_step"], "final_factor": timeline["factors"][-1],
+              "mean_factor": sum(timeline["factors"]) / len(timeline["factors"]),
               "sample_steps": trained["steps"], "sample_seconds": trained["seconds"], "seconds": None}
     if trained["reached"] and trained["steps"] > len(timeline["seconds"]):
         log(f"  reached at step {trained['steps']}, after the {len(timeline['seconds'])} replayed: not timed")
@@ -371,11 +393,14 @@ def parse_arguments(argv=None) -> tuple[argparse.Namespace, BenchmarkPlan]:
     parser.add_argument("--output", type=Path, default=None, metavar="FILE",
                         help="results JSON (default: OUTPUT_DIR/time_to_target.json)")
     parser.add_argument("--fresh", action="store_true", help="discard the results file instead of resuming it")
+    parser.add_argument("--time-only", action="store_true",
+                        help="only the timed replays (run alone); AutoEcho's training on them follows in a run without it")
     args = parser.parse_args(argv)
     plan = BenchmarkPlan()
     chosen = {name: getattr(args, name) for name in ("tasks", "modes", "seeds", "factors", "echo_shuffle_batches", "ratios",
                                                      "replay_factors", "step_seconds")}
-    plan = dataclasses.replace(plan, **{k: v for k, v in chosen.items() if v}, auto_echo=not args.no_auto_echo)
+    plan = dataclasses.replace(plan, **{k: v for k, v in chosen.items() if v}, auto_echo=not args.no_auto_echo,
+                               time_only=args.time_only)
     for name in ("factors", "replay_factors"):
         bad = [v for v in getattr(plan, name) if not v >= 1]
         if bad:

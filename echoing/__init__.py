@@ -6,7 +6,7 @@
 """
 
 from echoing.auto_echo import AutoEcho
-from echoing.controller import EchoController, EchoDecision
+from echoing.controller import ControllerSettings, EchoController, EchoDecision, Phase
 from echoing import external_state, service
 from echoing.echo import echo
 from echoing.gradient_norms import microbatch_gradient_norms
@@ -18,7 +18,7 @@ from echoing.stats import EchoStats
 
 __all__ = [
     "echo", "EchoStats", "external_state", "service", "measure_ratio", "RatioMeasurement",
-    "AutoEcho", "EchoController", "EchoDecision", "recommend", "Recommendation",
+    "AutoEcho", "EchoController", "ControllerSettings", "EchoDecision", "Phase", "recommend", "Recommendation",
     "GradientNorms", "NoiseScale", "NoiseScaleEstimator", "microbatch_gradient_norms", "NoiseScaleCallback",
 ]
 __version__ = "0.1.0"

@@ -3,9 +3,10 @@
 :class:`AutoEcho` is a thin adapter: it timestamps the end of every training batch from
 the callback's batch hooks (the model and its step are untouched), hands the timestamps
 to an :class:`echoing.EchoController`, and assigns the controller's factor to the
-``tf.Variable`` the pipeline's :func:`echoing.echo` stage reads. The control law (probe
-e=1 and ``max_factor``, set e to about R under load, hold, re-probe on drift) is
-described in :mod:`echoing.controller`.
+``tf.Variable`` the pipeline's :func:`echoing.echo` stage reads. The control law (the
+step's own rate from the first steps, R from a few steps that wait once the buffer has
+drained, e set to about R, raised when the rate drops, checked below now and then) and
+what its measuring costs are described in :mod:`echoing.controller`.
 
 Example, with a step of about 5 ms and an input pipeline throttled to one batch per 20 ms
 (R is about 4; the test suite checks the settled factor against that):
@@ -24,8 +25,8 @@ Example, with a step of about 5 ms and an input pipeline throttled to one batch 
 >>> history = model.fit(ds.map(lambda x: (x, x)), steps_per_epoch=80, epochs=2, callbacks=[auto], verbose=0)
 >>> sorted(k for k in history.history if k != "loss")
 ['echo_factor', 'fresh_examples', 'steps_per_second']
->>> [d.phase for d in auto.decisions][:3]
-['baseline', 'probe', 'verify']
+>>> auto.decisions[0].phase.value, "hold" in [d.phase for d in auto.decisions]
+('probe', True)
 >>> 1.5 < float(factor.numpy()) <= 8.0  # doctest: +SKIP
 True
 """
@@ -65,10 +66,11 @@ class AutoEcho(keras.callbacks.Callback):
     measurement is the median of ``windows`` of them. The time across an epoch boundary
     (evaluation, a new iterator) is never counted.
 
-    What it sets: ``factor``, to 1 for the baseline, to ``max_factor`` for the probe, then
-    to ``min(R * headroom, max_factor)``, or exactly 1 when training is not input-bound.
-    It re-probes when the rate drifts and checks now and then whether R has fallen; see
-    :mod:`echoing.controller` for the law and how to size ``settle_steps``.
+    What it sets: ``factor``, to ``initial_factor`` (1) while the buffer drains, then to
+    ``min(R * headroom, max_factor)``, or exactly 1 when training is not input-bound.
+    It raises the factor when the rate drops and checks now and then whether R has
+    fallen; see :mod:`echoing.controller` for the law, its one-off cost in step-times and
+    how to size ``settle_steps`` and ``drain_steps``.
 
     What it logs:
 
@@ -98,8 +100,8 @@ class AutoEcho(keras.callbacks.Callback):
       stats: the :class:`echoing.EchoStats` of that echo stage, to log fresh examples.
       log_dir: a TensorBoard directory, or ``None``.
       verbose: 1 prints each decision as one sentence; 0 is silent.
-      **settings: any other setting of :class:`echoing.EchoController` (``headroom``,
-        ``settle_steps``, ``window_steps``, ``windows``, ``drift_tolerance``, ``patience``,
+      **settings: any other field of :class:`echoing.ControllerSettings`
+        (``initial_factor``, ``headroom``, ``settle_steps``, ``drain_steps``,
         ``check_every_steps``, ...).
 
     Attributes:

@@ -1,4 +1,4 @@
-"""Choosing the echo factor online from the training step rate: the control law, without Keras.
+"""Choosing the echo factor online from the training step's timestamps: the control law, without Keras.
 
 Echoing helps only while the input pipeline is the bottleneck. With the two halves of
 training overlapped, a factor ``e`` gives about
@@ -7,81 +7,210 @@ training overlapped, a factor ``e`` gives about
 
 where ``u`` is the rate at which the input pipeline delivers fresh batches and ``s`` the
 training step's own rate: the rate rises linearly with ``e`` up to ``e = R = s / u`` and
-then saturates. Two measured rates therefore give R *as training sees it*, input pipeline
-and step running together: the rate at ``e = 1`` (``u``, or ``s`` when ``R <= 1``) and the
-rate at ``e = max_factor`` (``s``, or ``max_factor * u`` when R is larger still). Their
-ratio is ``min(R, max_factor)`` when ``R >= 1``, and about 1 when ``R <= 1``.
+then saturates. The controller needs ``s`` and one rate on the rising line to know R.
 
-:class:`EchoController` runs that measurement as a small state machine over the step
-timestamps a training loop hands it, and moves through these phases:
+What it exploits is the buffer between the echo stage and the step (the prefetch, what
+the pipeline holds):
 
-* ``"baseline"``: factor 1; measure the rate.
-* ``"probe"``: factor ``max_factor``; measure the rate and compare it with the last
-  measurement at a lower factor ``e0`` (1 at the start). A gain above ``1 + min_gain``
-  means ``e0`` was input-bound, so ``R = e0 * gain``. No gain from ``e0 = 1`` means
-  training is not input-bound and the factor goes back to 1; no gain from a larger
-  ``e0`` means ``R <= e0`` and a ``"check"`` follows.
-* ``"verify"``: factor ``clip(R * headroom, 1, max_factor)``; measure the rate. If it is
-  still clearly below the saturated rate (R was under-estimated), R is re-estimated from
-  the linear law and the factor raised (at most ``max_corrections`` times).
-* ``"hold"``: training runs at the chosen factor; every window's rate is compared with the
-  rate measured in ``"verify"``. A drift beyond ``drift_tolerance`` for ``patience``
-  windows in a row (storage got slower or faster, the step changed) starts a
-  ``"probe"`` whose base is the drifted rate at the held factor, so a re-probe does not go
-  back to e=1. Every ``check_every_steps`` steps it also probes from the held factor,
-  because where the rate saturated a change of R need not show in it: a faster step leaves
-  e below the new R with the rate barely up (the probe finds a gain), and faster storage
-  leaves e above it with the rate unchanged (the probe finds none, and a check follows).
-* ``"check"``: the factor is lowered to ``held / check_divisor`` for one measurement. If
-  the rate drops, the drop re-estimates R (``R = e_low * reference / rate``) and training
-  goes back to ``"hold"``; if it does not, R has fallen below ``e_low`` and a new
-  ``"baseline"`` starts.
+* **A higher factor shows at once**: the producer outruns the step from the next batch,
+  and the buffer fills. So ``s`` is cheap: a short probe at ``max_factor`` costs no time.
+* **A lower factor costs nothing until the buffer drains**, at ``1 - e / R`` batches per
+  step; only then do steps wait, each ``R / e`` times as long as the step. So instead of
+  measuring a lower factor for a fixed number of steps, the controller waits for that
+  drop, measures a few waiting steps (which give ``u``), and moves at once.
 
-Every measurement waits ``settle_steps`` after a change of factor, because an assignment
-reaches the batches only after what the pipeline already holds: the echo stage's current
-micro-batch (up to 64 elements, each with the old number of copies) and any prefetch
-buffer after it. An echo shuffle buffer passes elements one in, one out, so it delays
-*which* elements are echoed but not the *rate*. Size ``settle_steps`` to at least
-``max_factor * 64 / batch_size + prefetch depth`` for example echoing, or
-``max_factor + prefetch depth`` for batch echoing; the default 10 covers batches of 64
-with ``max_factor=8`` and a prefetch of 2 (``8 * 64 / 64 + 2 = 10``). Those batches drain
-at the rate the step outpaces the new input: fast after a large step down, slowly after
-a check's small one. The held factor is about ``R * headroom``, so at ``held / d`` (``d``
-is ``check_divisor``) the input falls short of the step by only ``1 - headroom / d``, and
-a check waits ``settle_steps / (1 - headroom / d)`` steps (38 by default) and takes the
-lowest of its windows, since draining batches can only hold the rate up. Were it to wait
-only ``settle_steps`` and take the median, the old batches could keep the rate up through
-its measurement and it would wrongly conclude that R had fallen, most of all right after
-a probe at ``max_factor``, whose batches hold the most copies.
+Phases (:class:`Phase`):
 
-A measurement is the median of ``windows`` window rates, each ``window_steps`` steps long
-(steps over elapsed seconds, so a window straddles the uneven waits of batch echoing),
-which keeps one slow window (a garbage collection, a noisy neighbour) from moving it.
+* ``PROBE`` opens: ``max_factor`` for ``settle_steps`` + ``window_steps`` steps gives the
+  step's own rate (the reference), whatever the buffer held at the start. Later, a
+  probe follows a rise of the rate in ``HOLD`` (the step got faster): its gain over the
+  held factor's rate gives R.
+* ``BASELINE``: factor 1. Once the buffer has drained the rate drops, and
+  ``measure_steps`` waiting steps give ``R = s / rate``; the factor goes to
+  ``R * headroom`` (``VERIFY``). No drop within ``drain_steps``: training is not
+  input-bound, and the factor stays 1 (``HOLD``). With ``initial_factor`` above 1 (a warm
+  estimate), the opening probe goes straight to ``VERIFY`` at that factor instead.
+* ``VERIFY``: the new factor for ``windows`` windows. Below the reference, R was
+  under-estimated: the factor rises by the linear law (``R = e * s / rate``), at most
+  doubling, up to ``max_corrections`` times in a row; above it, ``s`` was.
+* ``HOLD``: windows of ``window_steps`` steps are compared with the rate verified. A drop
+  for ``patience`` windows means the input got slower: the factor rises by the linear
+  law at once. A fall of R does not show at all (the step was already the bottleneck),
+  so every ``check_every_steps`` steps a ``CHECK`` follows.
+* ``CHECK``: the factor is divided by ``check_divisor``. If the rate drops within
+  ``drain_steps``, its size gives R again: back to the held factor if R is unchanged
+  (within twice ``drift_tolerance``: a few waiting steps are noisy), else to
+  ``R * headroom``. If it does not drop, R has fallen below the lower factor and
+  ``BASELINE`` measures again at factor 1.
 
-Example, on a synthetic training loop whose rate follows ``min(e * u, s)`` with R = 4:
+Every rate is steps over seconds (a mean, so that a lumpy input's stalls count, and so
+that batch echoing's uneven steps average out); a drop is taken as one when the median
+of the last ``drop_steps`` steps is slower than the reference by ``drift_tolerance``.
+
+**Lumpy input.** Some pipelines keep up for long stretches and then stall (a text
+pipeline refilling its shuffle buffer at each epoch): a check or a baseline then finds no
+drop, and soon after the step waits again. When an estimate of R exceeds, within
+``lumpy_window`` steps, 1.5 times a factor at which R was just found to be at most that
+factor, the controller marks the input lumpy (:attr:`EchoController.lumpy`, said in the
+decision log) and from then on never sets less than ``headroom`` times the median of its
+last ``lumpy_estimates`` estimates of R.
+
+**What tuning costs**, in step-times lost against running at ``e = R * headroom`` from
+the first step, with the defaults (``m = measure_steps`` = 3, ``check_divisor`` = 2,
+``headroom`` = 1.1, ``P = check_every_steps`` = 80):
+
+* once, at the start: the waiting steps at factor 1, about ``(m + 2) * (R - 1)`` (the
+  step that waits for the rest of a batch in production, ``m`` measured, one more while
+  the first batch at the new factor is made): 5 at R=2, 15 at R=4, 25 at R=6; in the
+  worst case, R at or above ``max_factor``, ``(m + 2) * (max_factor - 1)`` = 35 of the
+  run's own step-times (each waiting step at factor 1 takes ``max_factor`` of them). The
+  opening probe costs no time, only ``settle_steps + window_steps`` = 20 steps' worth
+  of echoing at ``max_factor``;
+* per check, with R unchanged: about ``(m + 2) * (check_divisor / headroom - 1)`` = 4,
+  every ``P`` steps: about 5% of a run's step-times;
+* after a change of R: a rise is followed within ``patience * window_steps`` steps, a fall
+  within ``P + 2 * drain_steps`` = 160 steps.
+
+``python -m benchmarks.controller_simulation`` measures these on the model of
+:mod:`echoing.simulation` (``benchmarks/results/controller_simulation.json``: 3.6%, 5.1%
+and 6.1% of the time at R = 2, 4, 6, start and checks together).
+
+Example, on a simulated loop with R = 4 (a step of 10 ms, a batch of fresh input every
+40 ms, a buffer of 10 batches):
 
 >>> from echoing.controller import EchoController
->>> controller = EchoController(max_factor=8.0, verbose=0)
->>> now, factor = 0.0, 1.0
->>> for step in range(300):
-...     now += 1 / min(factor * 25.0, 100.0)  # u = 25 batches/s, s = 100 steps/s
-...     if controller.observe(step, now):
-...         factor = controller.factor      # a real loop calls factor_variable.assign(...)
->>> round(controller.ratio, 2), round(controller.factor, 2), controller.phase
+>>> from echoing.simulation import Scenario, simulate
+>>> controller = EchoController(max_factor=8.0)
+>>> run = simulate(Scenario(ratio=4.0, step_seconds=0.01, steps=300), controller=controller)
+>>> round(controller.ratio, 1), controller.factor, controller.phase.value
 (4.0, 4.4, 'hold')
->>> [d.phase for d in controller.decisions]
-['baseline', 'probe', 'verify', 'hold']
+>>> [d.phase.value for d in controller.decisions][:4]
+['probe', 'baseline', 'verify', 'hold']
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import numbers
 import statistics
 from typing import Optional
 
-PHASES = ("baseline", "probe", "verify", "hold", "check")
+
+class Phase(str, enum.Enum):
+    """What the controller is doing (a ``str``, so ``phase == "hold"`` holds too)."""
+
+    BASELINE = "baseline"
+    PROBE = "probe"
+    VERIFY = "verify"
+    HOLD = "hold"
+    CHECK = "check"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+PHASES = tuple(phase.value for phase in Phase)
+
+# An estimate of R this many times above a factor at which R was just found to be at most
+# that factor contradicts it: the input came in lumps. 1.5 leaves room for the jitter of a
+# few waiting steps (35% per batch in the simulated jitter scenarios), so that steady input
+# with R near 1 is not taken for lumpy (tests/test_controller.py).
+LUMPY_CONTRADICTION = 1.5
+
+
+@dataclasses.dataclass(frozen=True)
+class ControllerSettings:
+    """The settings of an :class:`EchoController` (see :mod:`echoing.controller` for the law).
+
+    Attributes:
+      max_factor: the largest factor it sets and the one it probes at; >= 1.
+      initial_factor: the factor after the opening probe, in [1, max_factor]. 1 (the
+        default) measures R at factor 1, which costs about ``(measure_steps + 2) * (R - 1)``
+        step-times once; a warm estimate (``R * headroom`` with R from
+        :func:`echoing.measure_ratio`) skips that: it is verified, and raised if below R.
+      headroom: the factor is set to ``R * headroom``, a little above R, so that the
+        step stays the bottleneck despite jitter in the input rate (> 0).
+      min_gain: a probe at ``max_factor`` gaining less than this over the base rate means
+        training is not input-bound.
+      settle_steps: steps after raising the factor before measuring: the batches the
+        pipeline holds in its echo micro-batch and prefetch (``max_factor * 64 /
+        batch_size + prefetch depth`` for example echoing, ``max_factor + prefetch depth``
+        for batch echoing; the default 10 covers batches of 64 at ``max_factor=8`` with a
+        prefetch of 2).
+      window_steps: steps per window in ``HOLD`` (rate: steps over seconds, the slowest
+        step left out).
+      windows: ``VERIFY`` and ``PROBE`` measure this many windows.
+      drift_tolerance: relative change of the rate that counts (a drop, a drift).
+      patience: windows in a row beyond ``drift_tolerance`` that make a drift in ``HOLD``.
+      check_every_steps: steps of ``HOLD`` between downward checks; ``None`` for none.
+      check_divisor: a check divides the held factor by this (> 1).
+      drain_steps: the longest the controller waits for a lower factor to show in the
+        rate: about 2.5x the batches the pipeline buffers after the echo stage (its
+        prefetch depth plus the echo micro-batch), 60 for the default ~10 and up to 24.
+      drop_steps: the last this many steps' median shows a drop (>= 1).
+      measure_steps: waiting steps measured after a drop; each costs ``R / e - 1``
+        step-times, and more average out the input's jitter (>= 2).
+      max_corrections: how many times ``VERIFY`` may move the factor in a row.
+      lumpy_window: the input is taken to be lumpy when, within this many steps of
+        concluding that R had fallen below a factor, the step waits for the input at that
+        factor or below; from then on the factor stays at or above ``headroom`` times the
+        median of the last ``lumpy_estimates`` estimates of R.
+      lumpy_estimates: how many of the latest estimates of R make that floor.
+      pause_factor: a step longer than this many reference steps is taken as a pause
+        the loop did not announce (an evaluation, a checkpoint): left out of every
+        measurement and logged.
+      verbose: 1 prints each decision as one sentence.
+    """
+
+    max_factor: float = 8.0
+    initial_factor: float = 1.0
+    headroom: float = 1.1
+    min_gain: float = 0.1
+    settle_steps: int = 10
+    window_steps: int = 10
+    windows: int = 2
+    drift_tolerance: float = 0.12
+    patience: int = 2
+    check_every_steps: Optional[int] = 80
+    check_divisor: float = 2.0
+    drain_steps: int = 40
+    drop_steps: int = 3
+    measure_steps: int = 3
+    max_corrections: int = 3
+    lumpy_window: int = 500
+    lumpy_estimates: int = 5
+    pause_factor: float = 100.0
+    verbose: int = 0
+
+    def __post_init__(self):
+        _check_number("max_factor", self.max_factor, low=1.0)
+        _check_number("initial_factor", self.initial_factor, low=1.0)
+        if self.initial_factor > self.max_factor:
+            raise ValueError(f"initial_factor: expected a number in [1, max_factor={self.max_factor!r}], "
+                             f"got {self.initial_factor!r}")
+        _check_number("headroom", self.headroom, low=0.0, low_inclusive=False)
+        _check_number("min_gain", self.min_gain, low=0.0)
+        _check_number("drift_tolerance", self.drift_tolerance, low=0.0, low_inclusive=False)
+        if not self.drift_tolerance < 1:
+            raise ValueError(f"drift_tolerance: expected a number in (0, 1), got {self.drift_tolerance!r}")
+        _check_number("check_divisor", self.check_divisor, low=1.0, low_inclusive=False)
+        _check_number("pause_factor", self.pause_factor, low=1.0, low_inclusive=False)
+        _check_int("settle_steps", self.settle_steps, low=0)
+        _check_int("window_steps", self.window_steps, low=1)
+        _check_int("windows", self.windows, low=1)
+        _check_int("patience", self.patience, low=1)
+        _check_int("drain_steps", self.drain_steps, low=1)
+        _check_int("drop_steps", self.drop_steps, low=1)
+        _check_int("measure_steps", self.measure_steps, low=2)
+        _check_int("max_corrections", self.max_corrections, low=0)
+        _check_int("lumpy_window", self.lumpy_window, low=0)
+        _check_int("lumpy_estimates", self.lumpy_estimates, low=1)
+        if self.check_every_steps is not None:
+            _check_int("check_every_steps", self.check_every_steps, low=1)
+        if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
+            raise ValueError(f"verbose: expected 0 or 1, got {self.verbose!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,29 +221,29 @@ class EchoDecision:
       step: the training step at which it was taken.
       factor: the echo factor from this step on.
       previous_factor: the factor before it.
-      phase: the phase the controller entered (see :mod:`echoing.controller`).
+      phase: the :class:`Phase` the controller entered.
       reason: one sentence, with the measured rates behind it.
       rates: the step rates (steps per second) the decision rests on, keyed by the
-        factor they were measured at, e.g. ``{"e=1": 24.6, "e=8": 84.5}``, or by their
-        role: ``"saturated"`` (the rate where the step was the bottleneck) and
-        ``"reference"`` (the rate verified at the factor held).
+        factor they were measured at, e.g. ``{"e=1": 24.6, "e=4.4": 99.1}``, or by their
+        role: ``"reference"`` (the rate where the step is the bottleneck).
       ratio: the estimate of R under load after this decision (``nan`` when unknown).
     """
 
     step: int
     factor: float
     previous_factor: float
-    phase: str
+    phase: Phase
     reason: str
     rates: dict
     ratio: float
 
     def __str__(self) -> str:
-        return f"step {self.step}: echo factor {self.previous_factor:g} -> {self.factor:g} ({self.phase}): {self.reason}"
+        return (f"step {self.step}: echo factor {self.previous_factor:g} -> {self.factor:g} ({self.phase.value}): "
+                f"{self.reason}")
 
 
 class EchoController:
-    """Sets the echo factor to about R, measured from the training step rate; no Keras needed.
+    """Sets the echo factor to about R, measured from the training step's timestamps; no Keras needed.
 
     A training loop calls :meth:`observe` after every step with the step number and a
     timestamp; when it returns a decision, the loop assigns :attr:`factor` to the
@@ -127,97 +256,64 @@ class EchoController:
         ds = upstream.apply(echoing.echo(factor, shuffle_buffer_size=1024, seed=0)).batch(128).prefetch(2)
         controller = echoing.EchoController(max_factor=8.0)
         for step, batch in enumerate(ds):
-            train_step(batch)
+            train_step(batch)   # under JAX: block on its result first
             if controller.observe(step, time.perf_counter()):
                 factor.assign(controller.factor)
 
     Call :meth:`interrupt` before a pause that is not training (evaluation, a checkpoint),
     so that its duration does not count as a slow step.
 
-    The law and its phases are described in :mod:`echoing.controller`; the module's
-    example runs it on a synthetic loop.
-
-    Args:
-      max_factor: the largest factor it sets and the one it probes at; >= 1.
-      headroom: the factor is set to ``R * headroom``: a little above R, so that the
-        step stays the bottleneck despite jitter in the input rate (> 0; 1.1 by default).
-      min_gain: if the rate at ``max_factor`` is less than ``1 + min_gain`` times the rate
-        at 1, training is taken to be not input-bound and the factor stays 1.
-      settle_steps: steps to skip after a change of factor before measuring (see the
-        module docstring for how to size it).
-      window_steps: steps per window; a window's rate is its steps over its seconds.
-      windows: windows per measurement; the measurement is their median.
-      drift_tolerance: relative change of the rate in ``"hold"`` that counts as drift.
-      patience: drifting windows in a row that start a new probe.
-      check_every_steps: steps of ``"hold"`` between downward checks (see the module
-        docstring); ``None`` for no checks.
-      check_divisor: the factor is divided by this for a check (> 1).
-      max_corrections: how many times ``"verify"`` may raise the factor.
-      verbose: 1 prints each decision as one sentence.
+    Settings are a :class:`ControllerSettings`, given whole (``settings=``) or as keyword
+    arguments (``EchoController(max_factor=8.0, verbose=1)``), not both. The law, its
+    phases and what it costs are described in :mod:`echoing.controller`.
 
     Attributes:
+      settings: the :class:`ControllerSettings`.
       factor: the factor the loop should be running at now.
-      phase: the current phase, one of ``"baseline"``, ``"probe"``, ``"verify"``,
-        ``"hold"``, ``"check"``.
-      ratio: the latest estimate of R under load (``nan`` before the first probe). When
-        the rate did not saturate at ``max_factor`` it is a lower bound.
+      phase: the current :class:`Phase`.
+      ratio: the latest estimate of R under load (``nan`` before the first). When the
+        rate did not saturate at ``max_factor`` it is a lower bound.
       decisions: every :class:`EchoDecision` so far.
-      window_rates: ``(step, steps per second)`` at the end of every window measured.
+      window_rates: ``(step, steps per second)`` at the end of every window measured in
+        ``HOLD``, and of every measurement in the other phases.
 
     Raises:
       TypeError, ValueError: for a setting of the wrong type or value, naming it.
     """
 
-    def __init__(
-        self,
-        *,
-        max_factor: float = 8.0,
-        headroom: float = 1.1,
-        min_gain: float = 0.1,
-        settle_steps: int = 10,
-        window_steps: int = 10,
-        windows: int = 3,
-        drift_tolerance: float = 0.15,
-        patience: int = 2,
-        check_every_steps: Optional[int] = 400,
-        check_divisor: float = 1.5,
-        max_corrections: int = 2,
-        verbose: int = 0,
-    ) -> None:
-        _check_number("max_factor", max_factor, low=1.0)
-        _check_number("headroom", headroom, low=0.0, low_inclusive=False)
-        _check_number("min_gain", min_gain, low=0.0)
-        _check_number("drift_tolerance", drift_tolerance, low=0.0, low_inclusive=False)
-        if not drift_tolerance < 1:
-            raise ValueError(f"drift_tolerance: expected a number in (0, 1), got {drift_tolerance!r}")
-        _check_number("check_divisor", check_divisor, low=1.0, low_inclusive=False)
-        _check_int("settle_steps", settle_steps, low=0)
-        _check_int("window_steps", window_steps, low=1)
-        _check_int("windows", windows, low=1)
-        _check_int("patience", patience, low=1)
-        _check_int("max_corrections", max_corrections, low=0)
-        if check_every_steps is not None:
-            _check_int("check_every_steps", check_every_steps, low=1)
-        self.max_factor = float(max_factor)
-        self.headroom = float(headroom)
-        self.min_gain = float(min_gain)
-        self.settle_steps = settle_steps
-        self.window_steps = window_steps
-        self.windows = windows
-        self.drift_tolerance = float(drift_tolerance)
-        self.patience = patience
-        self.check_every_steps = check_every_steps
-        self.check_divisor = float(check_divisor)
-        self.max_corrections = max_corrections
-        self.verbose = verbose
-
-        self.factor = 1.0
-        self.phase = "baseline"
+    def __init__(self, settings: Optional[ControllerSettings] = None, **keywords) -> None:
+        if settings is not None and keywords:
+            raise TypeError(f"settings: give a ControllerSettings or keyword settings, not both; got both settings and "
+                            f"{sorted(keywords)}")
+        if settings is None:
+            known = {field.name for field in dataclasses.fields(ControllerSettings)}
+            unknown = sorted(set(keywords) - known)
+            if unknown:
+                raise TypeError(f"{unknown[0]}: not a setting of EchoController; the settings are {sorted(known)}")
+            settings = ControllerSettings(**keywords)
+        elif not isinstance(settings, ControllerSettings):
+            raise TypeError(f"settings: expected a ControllerSettings, got {type(settings).__name__}: {settings!r:.200}")
+        self.settings = settings
+        self.factor = float(settings.max_factor)
+        self.phase = Phase.PROBE
         self.ratio = math.nan
         self.decisions: list[EchoDecision] = []
         self.window_rates: list[tuple[int, float]] = []
-        self._started = False
-        self._reset_phase_state()
+        self._last: Optional[tuple[int, float]] = None  # the previous (step, timestamp), None after an interrupt
+        self._last_step: Optional[int] = None
+        self._reference = math.nan  # steps/s where the step is the bottleneck (s)
+        self._held = 1.0
+        self._base: Optional[tuple[float, float]] = None  # (factor, rate) a probe compares with; None at the start
+        self._corrections = 0
+        self._estimates: list[tuple[int, float]] = []  # (step, R) measured where the step waited for the input
+        self._fell: Optional[tuple[int, float]] = None  # (step, factor) of the last conclusion "R <= factor"
+        self.lumpy = False
+        self._note = ""  # said once, in the next decision's reason
+        self._enter(0)
+
+    @property
+    def max_factor(self) -> float:
+        return self.settings.max_factor
 
     # The loop's side.
 
@@ -225,239 +321,334 @@ class EchoController:
         """Records that training step ``step`` ended at ``timestamp`` (seconds, monotonic).
 
         Returns the decision taken at this step, if any; then assign :attr:`factor` to the
-        echo stage's variable. The first call always returns one: factor 1, to measure
-        the baseline. ``step`` must increase; it may skip (``steps_per_execution > 1``).
+        echo stage's variable. The first call returns one: the starting factor.
+        ``step`` must increase; it may skip (``steps_per_execution > 1``). A timestamp
+        that goes backwards, or a step far longer than the others (a pause the loop did
+        not announce with :meth:`interrupt`), is left out of every measurement and
+        logged as a decision that keeps the factor.
         """
         if isinstance(step, bool) or not isinstance(step, numbers.Integral):
             raise TypeError(f"step: expected an int, got {type(step).__name__}: {step!r}")
-        if not isinstance(timestamp, numbers.Real) or not math.isfinite(timestamp):
+        if isinstance(timestamp, bool) or not isinstance(timestamp, numbers.Real) or not math.isfinite(timestamp):
             raise ValueError(f"timestamp: expected finite seconds, got {timestamp!r}")
-        step = int(step)
-        if not self._started:
-            self._started = True
-            self._last = (step, float(timestamp))
-            decision = self._decide(step, 1.0, "baseline", "measuring the step rate without echoing", {})
-            # Whatever factor ran before is unknown here (the variable may not have held 1).
-            self._settle_until = step + self.settle_steps
-            return decision
-        if step <= self._last[0]:
-            raise ValueError(f"step: expected steps to increase, got {step} after {self._last[0]}")
-        self._last = (step, float(timestamp))
-        if step < self._settle_until:
-            return None  # The pipeline still delivers batches echoed at the old factor.
-        if self._window_start is None:
-            self._window_start = (step, float(timestamp))
-            return None
-        start_step, start_time = self._window_start
-        if step - start_step < self.window_steps:
-            return None
-        elapsed = float(timestamp) - start_time
-        self._window_start = (step, float(timestamp))
+        step, timestamp = int(step), float(timestamp)
+        if self._last_step is not None and step <= self._last_step:
+            raise ValueError(f"step: expected steps to increase, got {step} after {self._last_step}")
+        self._last_step = step
+        if not self.decisions:
+            self._last = (step, timestamp)
+            if self.settings.max_factor == 1:
+                return self._decide(step, 1.0, Phase.HOLD, "max_factor is 1: nothing to choose", {})
+            return self._decide(step, self.factor, Phase.PROBE,
+                                f"measuring the step's own rate at e={self.factor:g}, where the input is outrun", {})
+        previous, self._last = self._last, (step, timestamp)
+        if previous is None:
+            return None  # After an interrupt: the time since the last step was not training.
+        elapsed, steps = timestamp - previous[1], step - previous[0]
         if elapsed <= 0:
-            return None  # A clock that did not advance says nothing about the rate.
-        rate = (step - start_step) / elapsed
-        self.window_rates.append((step, rate))
-        return self._on_window(step, rate)
+            self._restart_measurement()
+            return self._keep(step, f"the timestamp went back or stood still ({elapsed:+.3g} s over {steps} steps): "
+                                    "not measured, keeping the factor")
+        duration = elapsed / steps
+        typical = self._typical_duration()
+        if typical is not None and duration > self.settings.pause_factor * typical:
+            self._restart_measurement()
+            return self._keep(step, f"a step took {duration:.3g} s, {duration / typical:.0f}x the typical "
+                                    f"{typical:.3g} s: taken as a pause (call interrupt() before one), not measured")
+        self._durations.append((step, duration, steps))
+        return self._on_step(step)
 
     def interrupt(self) -> None:
-        """Discards the window in progress: the time until the next step is not training."""
-        self._window_start = None
+        """The time until the next step is not training (an evaluation, a checkpoint, a new epoch)."""
+        self._last = None
 
     # The control law.
 
-    def _on_window(self, step: int, rate: float) -> Optional[EchoDecision]:
-        if self.phase == "hold":
-            return self._on_hold_window(step, rate)
-        self._rates.append(rate)
-        if len(self._rates) < self.windows:
+    def _on_step(self, step: int) -> Optional[EchoDecision]:
+        since = step - self._phase_step
+        if self.phase in (Phase.BASELINE, Phase.CHECK):
+            return self._watch_for_drop(step, since)
+        if self.phase == Phase.HOLD:
+            return self._on_hold_step(step)
+        if since < self.settings.settle_steps:
             return None
-        # Old batches still draining can only hold a check's rate up, never down: its lowest
-        # window is the one that has settled.
-        measured = min(self._rates) if self.phase == "check" else statistics.median(self._rates)
-        if self.phase == "baseline":
-            return self._after_baseline(step, measured)
-        if self.phase == "probe":
-            return self._after_probe(step, measured)
-        if self.phase == "verify":
-            return self._after_verify(step, measured)
-        return self._after_check(step, measured)
+        measured = self._steps_after(self._phase_step + self.settings.settle_steps)
+        # The opening probe needs one window: it only fixes the reference, which every
+        # later measurement checks again.
+        windows = 1 if self.phase == Phase.PROBE and self._base is None else self.settings.windows
+        if sum(n for _, _, n in measured) < self.settings.window_steps * windows:
+            return None
+        rate = _rate(measured)
+        self.window_rates.append((step, rate))
+        if self.phase == Phase.PROBE:
+            return self._after_probe(step, rate)
+        return self._after_verify(step, rate)
 
-    def _after_baseline(self, step, rate):
-        self._base = (1.0, rate)
-        if self.max_factor == 1:
-            self._reference = rate
-            return self._decide(step, 1.0, "hold", "max_factor is 1, so there is nothing to probe", {"e=1": rate})
-        return self._decide(step, self.max_factor, "probe",
-                            f"{rate:.1f} steps/s without echoing; probing e={self.max_factor:g}", {"e=1": rate})
+    def _watch_for_drop(self, step: int, since: int) -> Optional[EchoDecision]:
+        """BASELINE and CHECK: a lower factor shows only once the buffer has drained."""
+        settings = self.settings
+        durations = self._durations
+        if self._drop_start is None and len(durations) >= settings.drop_steps:
+            slow = (1 + settings.drift_tolerance) / self._reference
+            recent = durations[-settings.drop_steps:]
+            if statistics.median(d for _, d, _ in recent) > slow:
+                # The first waiting step waited only for the rest of a batch already in
+                # production: the measurement starts after it.
+                first = next(i for i, (_, d, _) in enumerate(recent) if d > slow)
+                self._drop_start = len(durations) - settings.drop_steps + first + 1
+        if self._drop_start is not None:
+            waiting = durations[self._drop_start:]
+            if len(waiting) < settings.measure_steps:
+                return None
+            rate = _rate(waiting)
+            self.window_rates.append((step, rate))
+            return self._after_drop(step, rate)
+        if since >= settings.drain_steps:
+            return self._after_no_drop(step)
+        return None
 
-    def _after_probe(self, step, rate):
-        base_factor, base_rate = self._base
-        rates = {f"e={base_factor:g}": base_rate, f"e={self.max_factor:g}": rate}
-        gain = rate / base_rate
-        self._saturated_rate = max(rate, base_rate)
-        measured = f"e={self.max_factor:g} gives {rate:.1f} steps/s against {base_rate:.1f} at e={base_factor:g}"
-        if gain < 1 + self.min_gain:
-            if base_factor == 1:
-                self.ratio = gain
-                return self._decide(step, 1.0, "verify",
-                                    f"{measured}, less than {self.min_gain:.0%} more: training is not input-bound (R <= 1), "
-                                    "so no echoing", rates)
-            # The step was already the bottleneck at base_factor, so R <= base_factor: a
-            # check at a lower factor tells how far it fell.
-            self._reference = base_rate
-            return self._start_check(step, base_factor, f"{measured}: the step was already the bottleneck, so R <= "
-                                                        f"{base_factor:g}", rates)
-        # On the rising line rate = e * u at base_factor: R = base_factor * gain, unless the
-        # rate had not saturated at max_factor either, when R may be larger still.
-        self.ratio = base_factor * gain
-        self._saturates_below_max = self.ratio < self.max_factor * (1 - self.drift_tolerance)
+    def _after_drop(self, step: int, rate: float) -> EchoDecision:
+        settings, low = self.settings, self.factor
+        rates = {f"e={low:g}": rate, "reference": self._reference}
+        measured = f"after the buffer drained, e={low:g} gives {rate:.1f} steps/s against {self._reference:.1f}"
+        self.ratio = low * self._reference / rate
+        self._record_estimate(step)
         factor = self._factor_for(self.ratio)
-        bound = ("R" if self._saturates_below_max
-                 else f"R >= {self.ratio:.2f} (the rate had not saturated at e={self.max_factor:g}), so")
-        return self._decide(step, factor, "verify",
-                            f"{measured}: {bound} = {self.ratio:.2f} under load; setting e = min(R x {self.headroom:g}, "
-                            f"{self.max_factor:g})", rates)
+        # A check's few waiting steps are noisy: only a clear change moves the factor.
+        unchanged = self._held * (1 - 2 * settings.drift_tolerance) <= factor <= self._held * (1 + 2 * settings.drift_tolerance)
+        if self.phase == Phase.CHECK and unchanged:
+            return self._decide(step, self._held, Phase.HOLD,
+                                f"{measured}: R is still about {self.ratio:.2f}; back to e={self._held:g}", rates)
+        self._corrections = 0
+        bound = ""
+        if self.ratio >= settings.max_factor * (1 - settings.drift_tolerance):
+            bound = (f" (R >= {self.ratio:.2f}: the reference was measured at max_factor={settings.max_factor:g}, which "
+                     "the input may not have kept up with)")
+        return self._decide(step, factor, Phase.VERIFY,
+                            f"{measured}: R = {self.ratio:.2f} under load{bound}; e = min(R x {settings.headroom:g}, "
+                            f"{settings.max_factor:g})", rates)
 
-    def _after_verify(self, step, rate):
-        rates = {f"e={self.factor:g}": rate, "saturated": self._saturated_rate}
-        input_bound = rate < (1 - self.drift_tolerance) * self._saturated_rate
-        if input_bound and self.factor < self.max_factor and self._corrections < self.max_corrections:
-            # Still on the rising line rate = e * u: u = rate / e, so R = s / u.
-            self._corrections += 1
-            self.ratio = self.factor * self._saturated_rate / rate
-            factor = self._factor_for(self.ratio)
-            if factor > self.factor:
-                return self._decide(step, factor, "verify",
-                                    f"e={self.factor:g} gives {rate:.1f} steps/s, below the saturated {self._saturated_rate:.1f}: "
-                                    f"R is about {self.ratio:.2f}, raising e", rates)
+    def _after_no_drop(self, step: int) -> EchoDecision:
+        settings, low = self.settings, self.factor
+        rate = _rate(self._durations[-settings.window_steps:])
+        rates = {f"e={low:g}": rate}
+        waited = f"e={low:g} still gives {rate:.1f} steps/s after {settings.drain_steps} steps"
+        if self.phase == Phase.CHECK:
+            self._fell = (step, low)
+            if self.lumpy:
+                # The input keeps up for a while, then stalls: a quiet stretch says little.
+                self._reference = rate
+                return self._decide(step, low, Phase.HOLD,
+                                    f"{waited}; the input is lumpy, so holding e={low:g}, not below "
+                                    f"{self._floor():g}", rates)
+            if low > 1:
+                return self._decide(step, 1.0, Phase.BASELINE,
+                                    f"{waited}: R has fallen below {low:g}; measuring at e=1", rates)
+            self.ratio = min(self.ratio, 1.0) if math.isfinite(self.ratio) else 1.0
+            self._reference = rate
+            return self._decide(step, 1.0, Phase.HOLD, f"{waited}: R has fallen to 1 or below; no echoing", rates)
+        self._fell = (step, 1.0)
+        self.ratio = rate / self._reference
+        return self._decide(step, 1.0, Phase.HOLD, f"{waited}: training is not input-bound; no echoing", rates)
+
+    def _after_probe(self, step: int, rate: float) -> EchoDecision:
+        settings = self.settings
+        if self._base is None:
+            # The start: at max_factor the input is outrun (unless R > max_factor) and the
+            # buffer fills, so this is the step's own rate, whatever the buffer held before.
+            self._reference = rate
+            rates = {f"e={settings.max_factor:g}": rate}
+            if settings.initial_factor > 1:
+                self._corrections = 0
+                return self._decide(step, settings.initial_factor, Phase.VERIFY,
+                                    f"the step runs {rate:.1f} steps/s at e={settings.max_factor:g}; verifying the "
+                                    f"initial e={settings.initial_factor:g}", rates)
+            return self._decide(step, 1.0, Phase.BASELINE,
+                                f"the step runs {rate:.1f} steps/s at e={settings.max_factor:g}; measuring e=1 once "
+                                "the buffer drains", rates)
+        base_factor, base_rate = self._base
+        rates = {f"e={base_factor:g}": base_rate, f"e={settings.max_factor:g}": rate}
+        gain = rate / base_rate
+        measured = f"e={settings.max_factor:g} gives {rate:.1f} steps/s against {base_rate:.1f} at e={base_factor:g}"
+        self._reference = max(rate, base_rate)
+        if gain < 1 + settings.min_gain:
+            self.ratio = base_factor * gain
+            if base_factor == 1:
+                return self._decide(step, 1.0, Phase.HOLD, f"{measured}, less than {settings.min_gain:.0%} more: "
+                                                           "training is not input-bound (R <= 1), so no echoing", rates)
+            return self._decide(step, base_factor, Phase.HOLD, f"{measured}: no gain; holding e={base_factor:g}", rates)
+        self.ratio = base_factor * gain
+        self._record_estimate(step)
+        saturated = self.ratio < settings.max_factor * (1 - settings.drift_tolerance)
+        bound = "R" if saturated else f"R >= {self.ratio:.2f} (the rate had not saturated at e={settings.max_factor:g}), so"
+        self._corrections = 0
+        return self._decide(step, self._factor_for(self.ratio), Phase.VERIFY,
+                            f"{measured}: {bound} = {self.ratio:.2f} under load; e = min(R x {settings.headroom:g}, "
+                            f"{settings.max_factor:g})", rates)
+
+    def _after_verify(self, step: int, rate: float) -> EchoDecision:
+        settings, factor = self.settings, self.factor
+        rates = {f"e={factor:g}": rate, "reference": self._reference}
+        tolerance = settings.drift_tolerance
+        if self._corrections < settings.max_corrections:
+            # Where the step is the bottleneck the buffer absorbs the input's jitter and the
+            # rate is the reference's: a third of the tolerance separates the two.
+            if rate < (1 - tolerance / 3) * self._reference and factor < settings.max_factor:
+                # Still on the rising line rate = e * u: u = rate / e, so R = s / u.
+                self._corrections += 1
+                self.ratio = factor * self._reference / rate
+                self._record_estimate(step)
+                new = min(self._factor_for(self.ratio), 2 * factor)
+                return self._decide(step, new, Phase.VERIFY, f"e={factor:g} gives {rate:.1f} steps/s, below "
+                                                             f"{self._reference:.1f}: R is about {self.ratio:.2f}, raising e",
+                                    rates)
+            if rate > (1 + tolerance) * self._reference:
+                # The reference was low (warm-up steps): R = s / u grows with it.
+                self._corrections += 1
+                if math.isfinite(self.ratio):
+                    self.ratio *= rate / self._reference
+                self._reference = rate
+                new = self._factor_for(self.ratio) if math.isfinite(self.ratio) else factor
+                if new > factor * (1 + tolerance):
+                    return self._decide(step, new, Phase.VERIFY,
+                                        f"e={factor:g} gives {rate:.1f} steps/s, above the reference: the step is "
+                                        f"faster than measured, so R is about {self.ratio:.2f}; raising e", rates)
         self._reference = rate
-        return self._decide(step, self.factor, "hold", f"holding e={self.factor:g} at {rate:.1f} steps/s", rates)
+        return self._decide(step, factor, Phase.HOLD, f"holding e={factor:g} at {rate:.1f} steps/s", rates)
 
-    def _on_hold_window(self, step, rate):
+    def _on_hold_step(self, step: int) -> Optional[EchoDecision]:
+        settings = self.settings
+        if sum(n for _, _, n in self._durations[self._window_start:]) < settings.window_steps:
+            return None
+        window = self._durations[self._window_start:]
+        self._window_start = len(self._durations)
+        rate = _rate(window)
+        self.window_rates.append((step, rate))
         change = rate / self._reference - 1
-        direction = (change > self.drift_tolerance) - (change < -self.drift_tolerance)
+        direction = (change > settings.drift_tolerance) - (change < -settings.drift_tolerance)
         if direction != self._drift_direction:
             self._drift_rates = []
         self._drift_direction = direction
         if direction:
             self._drift_rates.append(rate)
-        if len(self._drift_rates) >= self.patience:
-            # The first drifting window may straddle the change: the extreme one is the new rate.
-            drifted = min(self._drift_rates) if direction < 0 else max(self._drift_rates)
-            return self._on_drift(step, drifted, drifted / self._reference - 1)
-        self._hold_rates = (self._hold_rates + [rate])[-self.windows:]
-        due = self.check_every_steps is not None and step - self._phase_step >= self.check_every_steps
-        # Where the rate saturated, a change of R need not show in it: a faster step leaves
-        # e below the new R with the rate barely up, and faster storage leaves e above it
-        # with the rate unchanged. Probing up finds the first, a check below the second.
-        if due and self.factor > 1 and self._saturates_below_max:
-            held = statistics.median(self._hold_rates)
-            rates = {f"e={self.factor:g}": held}
-            if self.factor == self.max_factor:
-                return self._start_check(step, self.factor, "checking whether R has fallen", rates)
-            self._base = (self.factor, held)
-            self._corrections = 0
-            return self._decide(step, self.max_factor, "probe",
-                                f"re-probing: is e={self.factor:g} still at R? probing e={self.max_factor:g}", rates)
+        if len(self._drift_rates) >= settings.patience:
+            drifted = statistics.median(self._drift_rates)
+            return self._on_drift(step, drifted)
+        due = settings.check_every_steps is not None and step - self._phase_step >= settings.check_every_steps
+        low = round(max(1.0, self.factor / settings.check_divisor, self._floor()), 2)
+        if due and low < self.factor * (1 - settings.drift_tolerance):
+            self._held = self.factor
+            return self._decide(step, low, Phase.CHECK,
+                                f"checking whether R has fallen: does e={low:g} drop below {self._reference:.1f} "
+                                "steps/s once the buffer drains?", {f"e={self.factor:g}": self._reference})
         return None
 
-    def _on_drift(self, step, rate, change):
-        """The rate moved at the held factor: storage or the step got slower or faster."""
-        moved = f"the step rate moved {change:+.0%} from {self._reference:.1f} to {rate:.1f} steps/s at e={self.factor:g}"
-        rates = {f"e={self.factor:g}": rate, "reference": self._reference}
-        if self.factor == self.max_factor:
-            if change < 0:
-                # Input-bound at max_factor already: R grew further and there is no more to echo.
+    def _on_drift(self, step: int, rate: float) -> EchoDecision:
+        """The rate moved at the held factor: the input or the step got slower or faster."""
+        settings, factor = self.settings, self.factor
+        moved = f"the step rate moved {rate / self._reference - 1:+.0%} from {self._reference:.1f} to {rate:.1f} steps/s at e={factor:g}"
+        rates = {f"e={factor:g}": rate, "reference": self._reference}
+        if rate > self._reference:
+            # The step got faster: where the rate saturated it shows only in part, so R
+            # may have grown; a probe tells.
+            self._base = (factor, rate)
+            if factor >= settings.max_factor:
                 self._reference = rate
-                return self._decide(step, self.factor, "hold", f"{moved}; e is at max_factor, holding", rates)
-            # Faster at max_factor: R fell, perhaps below max_factor, which only a lower factor shows.
+                return self._decide(step, factor, Phase.HOLD, f"{moved}; e is at max_factor, holding", rates)
+            return self._decide(step, settings.max_factor, Phase.PROBE, f"{moved}; probing e={settings.max_factor:g}",
+                                rates)
+        if factor >= settings.max_factor:
             self._reference = rate
-            self._saturates_below_max = True
-            return self._start_check(step, self.factor, moved, rates)
-        # The drifted rate is a measurement at the held factor: the probe compares with it,
-        # with no need to go back to e = 1.
-        self._base = (self.factor, rate)
+            return self._decide(step, factor, Phase.HOLD, f"{moved}; e is at max_factor, holding", rates)
+        # On the rising line again: R = e * s / rate.
+        self.ratio = factor * self._reference / rate
+        self._record_estimate(step)
         self._corrections = 0
-        return self._decide(step, self.max_factor, "probe", f"{moved}; probing e={self.max_factor:g}", rates)
-
-    def _start_check(self, step, held, why, rates):
-        """Lowers the factor below ``held`` for one measurement against the reference rate."""
-        self._held_factor = held
-        low = round(max(1.0, held / self.check_divisor), 2)
-        return self._decide(step, low, "check",
-                            f"{why}; does e={low:g} still reach {self._reference:.1f} steps/s?", rates)
-
-    def _after_check(self, step, rate):
-        held, low = self._held_factor, self.factor
-        rates = {f"e={low:g}": rate, f"e={held:g}": self._reference}
-        if rate >= (1 - self.drift_tolerance) * self._reference:
-            if low == 1:
-                self.ratio = rate / self._reference
-                return self._decide(step, 1.0, "verify", f"e=1 still gives {rate:.1f} steps/s against {self._reference:.1f} at "
-                                                         f"e={held:g}: training is not input-bound (R <= 1), so no echoing", rates)
-            self._corrections = 0
-            return self._decide(step, 1.0, "baseline",
-                                f"e={low:g} still gives {rate:.1f} steps/s against {self._reference:.1f} at e={held:g}: "
-                                "R has fallen; probing again from e=1", rates)
-        self.ratio = low * self._reference / rate
-        self._saturates_below_max = True
-        factor = self._factor_for(self.ratio)
-        if abs(factor / held - 1) <= self.drift_tolerance:
-            factor = held  # Within the noise of the estimate: keep the factor verified before.
-        # Back to the verified factor keeps its reference rate; a new factor is verified first.
-        phase = "hold" if factor == held else "verify"
-        return self._decide(step, factor, phase,
-                            f"e={low:g} gives {rate:.1f} steps/s against {self._reference:.1f} at e={held:g}: R is about "
-                            f"{self.ratio:.2f}; e={factor:g}", rates)
+        return self._decide(step, min(self._factor_for(self.ratio), 2 * factor), Phase.VERIFY,
+                            f"{moved}: the input is slower, R is about {self.ratio:.2f}; raising e", rates)
 
     # Bookkeeping.
 
-    def _settle_for(self, previous: float, factor: float) -> int:
-        """Steps until a measurement at ``factor`` reflects it (see the module docstring)."""
-        if factor == previous:
-            return 0
-        if self.phase == "check":
-            # The held factor is about R * headroom, so at held / check_divisor the input
-            # falls short of the step by only 1 - headroom / check_divisor (27% by default):
-            # the batches still echoed at the old factor drain that many times slower than
-            # after a large step down.
-            shortfall = max(1 - self.headroom / self.check_divisor, 1 - 1 / self.check_divisor)
-            return math.ceil(self.settle_steps / shortfall)
-        return self.settle_steps
-
     def _factor_for(self, ratio: float) -> float:
-        return round(min(self.max_factor, max(1.0, ratio * self.headroom)), 2)
+        settings = self.settings
+        factor = max(1.0, ratio * settings.headroom, self._floor())
+        # Within the tolerance of the cap, R may well be above it: the reference itself may
+        # have been measured at max_factor with the step waiting for the input.
+        if factor >= settings.max_factor * (1 - settings.drift_tolerance):
+            return settings.max_factor
+        return round(factor, 2)
 
-    def _decide(self, step, factor, phase, reason, rates) -> EchoDecision:
-        decision = EchoDecision(step=step, factor=float(factor), previous_factor=self.factor, phase=phase,
+    def _record_estimate(self, step: int) -> None:
+        """Keeps :attr:`ratio`, just measured with the step waiting for the input."""
+        self._estimates = (self._estimates + [(step, self.ratio)])[-self.settings.lumpy_estimates:]
+        settings = self.settings
+        if (not self.lumpy and self._fell is not None and step - self._fell[0] <= settings.lumpy_window
+                and self.ratio > self._fell[1] * LUMPY_CONTRADICTION):
+            # R was found at most fell[1] a moment ago and is well above it now.
+            self.lumpy = True
+            self._note = (f"the input is lumpy (R <= {self._fell[1]:g} at step {self._fell[0]}, {self.ratio:.2f} now), "
+                          f"so e stays at or above {self._floor():g} from now on")
+
+    def _floor(self) -> float:
+        """The lowest factor the controller sets: 1, or on lumpy input ``headroom`` x the recent R."""
+        if not self.lumpy:
+            return 1.0
+        ratio = statistics.median(r for _, r in self._estimates)
+        return round(min(self.settings.max_factor, max(1.0, ratio * self.settings.headroom)), 2)
+
+    def _typical_duration(self) -> Optional[float]:
+        if math.isfinite(self._reference):
+            return 1 / self._reference
+        if len(self._durations) >= 3:
+            return statistics.median(d for _, d, _ in self._durations)
+        return None
+
+    def _steps_after(self, first_step: int) -> list:
+        return [entry for entry in self._durations if entry[0] > first_step]
+
+    def _restart_measurement(self) -> None:
+        """Forgets the steps measured in this phase; the phase goes on."""
+        self._durations = []
+        self._drop_start = None
+        self._window_start = 0
+        self._drift_rates, self._drift_direction = [], 0
+        self._phase_step = self._last_step
+
+    def _keep(self, step: int, reason: str) -> EchoDecision:
+        return self._decide(step, self.factor, self.phase, reason, {}, enter=False)
+
+    def _enter(self, step: int) -> None:
+        self._phase_step = step
+        self._durations: list[tuple[int, float, int]] = []  # (step, seconds per step, steps)
+        self._drop_start: Optional[int] = None
+        self._window_start = 0
+        self._drift_rates: list[float] = []
+        self._drift_direction = 0
+
+    def _decide(self, step, factor, phase, reason, rates, *, enter=True) -> EchoDecision:
+        if self._note:
+            reason, self._note = f"{reason}; {self._note}", ""
+        decision = EchoDecision(step=step, factor=float(factor), previous_factor=self.factor, phase=Phase(phase),
                                 reason=reason, rates={k: round(v, 3) for k, v in rates.items()}, ratio=self.ratio)
         self.decisions.append(decision)
-        self.factor, self.phase = float(factor), phase
-        self._phase_step = step
-        self._rates = []
-        self._drift_rates, self._drift_direction = [], 0
-        self._hold_rates = []
-        # A window in progress measured the old factor.
-        self._window_start = None
-        self._settle_until = step + self._settle_for(decision.previous_factor, decision.factor)
-        if self.verbose:
+        self.factor, self.phase = float(factor), Phase(phase)
+        if enter:
+            self._enter(step)
+        if self.settings.verbose:
             print(f"echo factor: {decision}")
         return decision
 
-    def _reset_phase_state(self) -> None:
-        self._phase_step = 0
-        self._settle_until = 0
-        self._window_start = None
-        self._rates: list[float] = []
-        self._base = (1.0, math.nan)  # (factor, rate) the next probe compares with
-        self._saturated_rate = math.nan
-        self._saturates_below_max = True
-        self._reference = math.nan
-        self._drift_rates: list[float] = []
-        self._drift_direction = 0
-        self._hold_rates: list[float] = []
-        self._corrections = 0
-        self._held_factor = 1.0
+
+def _rate(durations) -> float:
+    """Steps per second over ``(step, seconds per step, steps)`` entries: all steps over all seconds.
+
+    A mean, not a median: where the input stalls now and then (long documents), its
+    stalls are part of its rate, and with batch echoing the steps' own times alternate
+    between waiting for a fresh batch and not.
+    """
+    steps = sum(n for _, _, n in durations)
+    seconds = sum(d * n for _, d, n in durations)
+    return steps / seconds
 
 
 def _check_number(name, value, *, low, low_inclusive=True):

@@ -1,188 +1,247 @@
-"""The control law of EchoController on synthetic step rates (no TensorFlow, no clock)."""
+"""The control law of EchoController on the simulated loop of echoing.simulation (no TensorFlow graph, no clock)."""
 
+import dataclasses
 import math
-import random
 
 import pytest
 
-from echoing.controller import PHASES, EchoController
-
-STEP_RATE = 100.0  # s: the training step's own rate, steps per second
-
-
-def saturating(ratio):
-    """The rate law of an overlapped pipeline: min(e * u, s) with R = s / u."""
-    return lambda step, factor: min(factor * STEP_RATE / ratio, STEP_RATE)
+from echoing.controller import PHASES, ControllerSettings, EchoController, Phase
+from echoing.simulation import Scenario, simulate
 
 
-def run(controller, rate, steps, start=0, noise=0.0, seed=0):
-    """Drives ``controller`` as a training loop would; returns the factor in force at every step."""
-    rng = random.Random(seed)
-    now, factor, trace = 0.0, 1.0, []
-    for step in range(start, start + steps):
-        jitter = 1 + rng.uniform(-noise, noise)
-        now += 1 / (rate(step, factor) * jitter)
-        if controller.observe(step, now):
-            factor = controller.factor
-        trace.append(factor)
-    return trace
+def schedule(*segments):
+    """R by step from ``(first_step, R)`` segments, e.g. ``schedule((0, 4), (300, 2))``."""
+    return lambda step: [ratio for first, ratio in segments if step >= first][-1]
+
+
+def holds(controller, after=0):
+    return [d for d in controller.decisions if d.step >= after and d.phase == Phase.HOLD]
 
 
 def test_it_settles_near_r_with_headroom_when_input_bound():
     controller = EchoController(max_factor=8.0)
-    trace = run(controller, saturating(4.0), 300)
-    assert controller.phase == "hold"
-    assert controller.ratio == pytest.approx(4.0, rel=0.01)
-    assert trace[-1] == pytest.approx(4.4, rel=0.01)
-    assert [d.phase for d in controller.decisions] == ["baseline", "probe", "verify", "hold"]
+    simulate(Scenario(ratio=4.0, steps=300), controller=controller)
+    assert controller.phase == "hold" and controller.phase is Phase.HOLD
+    assert controller.ratio == pytest.approx(4.0, rel=0.02)
+    assert controller.factor == pytest.approx(4.4, rel=0.02)
+    # A short probe at max_factor for the step's rate, then e=1 until the buffer drains.
+    assert [d.phase for d in controller.decisions][:4] == ["probe", "baseline", "verify", "hold"]
+    assert controller.decisions[2].step < 45
 
 
-def test_it_settles_at_exactly_one_when_training_is_not_input_bound():
+@pytest.mark.parametrize("start_full", [True, False])
+def test_the_opening_probe_gives_the_step_rate_whatever_the_buffer_held_and_few_steps_wait(start_full):
     controller = EchoController(max_factor=8.0)
-    trace = run(controller, saturating(0.5), 600)
-    assert set(trace[130:]) == {1.0}
-    assert controller.phase == "hold" and controller.factor == 1.0
-    assert "not input-bound" in controller.decisions[2].reason
+    run = simulate(Scenario(ratio=6.0, steps=300, start_full=start_full), controller=controller)
+    measured, held = controller.decisions[2], controller.decisions[3]
+    steps = zip([0.0] + run.step_ends, run.step_ends[:held.step])
+    waited = sum(1 for start, end in steps if end - start > 1.5)
+    assert measured.rates["reference"] == pytest.approx(1.0)  # s = 1 step per second
+    assert controller.ratio == pytest.approx(6.0, rel=0.05)
+    # Until it holds: the few waiting steps that measure u, the batch made at the old
+    # factor, and with an empty buffer the opening probe's first two batches.
+    assert waited <= (5 if start_full else 7), waited
+
+
+def test_it_holds_exactly_one_when_not_input_bound():
+    controller = EchoController(max_factor=8.0)
+    run = simulate(Scenario(ratio=0.5, steps=400), controller=controller)
+    assert controller.factor == 1.0 and controller.phase == "hold"
+    assert set(run.factors[100:]) == {1.0}
+    assert any("not input-bound" in d.reason for d in controller.decisions)
 
 
 def test_it_never_sets_more_than_max_factor_and_says_r_is_a_lower_bound():
     controller = EchoController(max_factor=3.0)
-    trace = run(controller, saturating(20.0), 1500)
-    assert max(trace) == 3.0 and trace[-1] == 3.0
-    assert "had not saturated" in controller.decisions[2].reason
-    assert not any(d.phase == "check" for d in controller.decisions)  # Nothing to check below the cap.
+    run = simulate(Scenario(ratio=20.0, steps=600), controller=controller)
+    assert max(run.factors) == 3.0 and run.factors[-1] == 3.0
+    assert any("R >= " in d.reason and "max_factor=3" in d.reason for d in controller.decisions)
 
 
-def test_it_re_probes_and_follows_when_r_rises_within_200_steps():
+def test_when_r_rises_the_factor_follows_within_60_steps():
     controller = EchoController(max_factor=8.0)
-    rate = lambda step, factor: saturating(2.0 if step < 500 else 5.0)(step, factor)  # noqa: E731
-    trace = run(controller, rate, 1000)
-    assert trace[499] == pytest.approx(2.2, rel=0.05)
-    holds = [d for d in controller.decisions if d.step >= 500 and d.phase == "hold"]
-    assert holds and holds[0].step - 500 <= 200
-    assert holds[0].factor == pytest.approx(5.5, rel=0.05)
-    # The drifted rate at e = 2.2 is the probe's base: no need to go back to e = 1.
-    after = [d for d in controller.decisions if d.step >= 500]
-    assert after[0].phase == "probe" and "moved" in after[0].reason
-    assert "baseline" not in [d.phase for d in after]
-
-
-def test_a_periodic_probe_finds_that_the_step_got_faster_which_the_rate_barely_shows():
-    controller = EchoController(max_factor=8.0, check_every_steps=200)
-    # R = 4, then the step gets 40% faster (R = 5.6): at e = 4.4 the rate rises only 10%.
-    rate = lambda step, factor: min(factor * 25.0, 100.0 if step < 300 else 140.0)  # noqa: E731
-    run(controller, rate, 800)
-    holds = [d for d in controller.decisions if d.step >= 300 and d.phase == "hold"]
-    assert holds and holds[0].step - 300 <= 200 + 150
-    assert 5.6 <= holds[0].factor <= 5.6 * 1.1 * 1.1  # At or just above the new R: the step is the bottleneck again.
-    assert not any(d.phase == "baseline" for d in controller.decisions[1:])
+    simulate(Scenario(ratio=schedule((0, 2.0), (300, 5.0)), steps=650), controller=controller)
+    raised = [d for d in controller.decisions if d.step >= 300 and d.factor >= 5.0]
+    assert raised and raised[0].step - 300 <= 60
+    assert holds(controller, 300)[-1].factor == pytest.approx(5.5, rel=0.05)
+    assert "baseline" not in [d.phase for d in controller.decisions if d.step >= 300]  # No measurement at e=1.
 
 
 def test_a_periodic_check_finds_that_r_has_fallen_which_the_step_rate_cannot_show():
-    controller = EchoController(max_factor=8.0, check_every_steps=200)
-    rate = lambda step, factor: saturating(5.0 if step < 300 else 2.0)(step, factor)  # noqa: E731
-    trace = run(controller, rate, 1000)
-    # At e = 5.5 > R = 2 the step rate stays at s: only a lower factor reveals the change.
+    controller = EchoController(max_factor=8.0)
+    simulate(Scenario(ratio=schedule((0, 5.0), (300, 2.0)), steps=700), controller=controller)
     assert any("R has fallen" in d.reason for d in controller.decisions)
-    holds = [d for d in controller.decisions if d.step >= 300 and d.phase == "hold" and d.factor < 3]
-    assert holds and holds[0].step - 300 <= 200 + 250
-    assert holds[-1].factor == pytest.approx(2.2, rel=0.05)
-    # Held, or probing up and checking below now and then.
-    assert set(trace[holds[0].step + 1:]) <= {holds[0].factor, 8.0, round(holds[0].factor / 1.5, 2)}
+    assert holds(controller, 300)[-1].factor == pytest.approx(2.2, rel=0.05)
 
 
-def test_a_periodic_probe_and_check_that_confirm_r_return_to_the_held_factor():
+def test_a_check_that_confirms_r_returns_to_the_held_factor():
     controller = EchoController(max_factor=8.0, check_every_steps=100)
-    run(controller, saturating(4.0), 800)
-    phases = [d.phase for d in controller.decisions]
-    assert phases[:4] == ["baseline", "probe", "verify", "hold"]
-    assert phases[4:8] == ["probe", "check", "hold", "probe"]  # Up: no gain; down: the rate drops; hold.
-    assert controller.decisions[6].factor == pytest.approx(4.4, rel=0.01)
-    assert "baseline" not in phases[1:]
+    simulate(Scenario(ratio=4.0, steps=600), controller=controller)
+    checks = [i for i, d in enumerate(controller.decisions) if d.phase == Phase.CHECK]
+    assert len(checks) >= 3
+    for i in checks[:-1]:
+        back = controller.decisions[i + 1]
+        assert back.phase == Phase.HOLD and back.factor == controller.decisions[i].previous_factor
+        assert "still about" in back.reason
 
 
-def test_it_settles_within_bounds_despite_noisy_step_times():
-    factors = []
-    for seed in range(5):
+def test_on_lumpy_input_it_keeps_a_floor_instead_of_dropping_to_one_after_every_quiet_stretch():
+    # Fast stretches (the input keeps up at e=1) between slow ones, as a text pipeline's
+    # epoch ends and refills give.
+    lumpy = schedule(*[(start, ratio) for k in range(6) for start, ratio in ((250 * k, 3.0), (250 * k + 150, 0.5))])
+    controller = EchoController(max_factor=8.0)
+    run = simulate(Scenario(ratio=lumpy, steps=1500), controller=controller)
+    assert controller.lumpy
+    became = next(d for d in controller.decisions if "lumpy" in d.reason)
+    assert min(run.factors[became.step + 1:]) > 1.5
+    plain = simulate(Scenario(ratio=lumpy, steps=1500), controller=EchoController(max_factor=8.0, lumpy_window=0))
+    assert run.seconds < plain.seconds  # The floor pays on such input.
+
+
+def test_it_does_not_take_steady_input_for_lumpy():
+    for ratio in (1.0, 2.0, 4.0):
         controller = EchoController(max_factor=8.0)
-        factors.append(run(controller, saturating(4.0), 400, noise=0.15, seed=seed)[-1])
-    assert all(3.5 <= f <= 5.5 for f in factors), factors
+        simulate(Scenario(ratio=ratio, steps=650, jitter=0.35, seed=1), controller=controller)
+        assert not controller.lumpy, ratio
+
+
+def test_a_warm_start_at_r_costs_less_than_starting_at_one():
+    cold = simulate(Scenario(ratio=6.0, steps=300), controller=EchoController(max_factor=8.0))
+    warm = simulate(Scenario(ratio=6.0, steps=300), factor=6.6, controller=EchoController(max_factor=8.0, initial_factor=6.6))
+    assert warm.seconds < cold.seconds
 
 
 def test_interrupt_keeps_a_pause_out_of_the_rate():
     def with_pause(interrupt):
-        controller = EchoController(max_factor=8.0)
-        now, factor = 0.0, 1.0
-        for step in range(400):
-            now += 1 / saturating(4.0)(step, factor)
-            if step == 250:
+        controller = EchoController(max_factor=8.0, pause_factor=1e9)  # Only interrupt() can tell here.
+        now = 0.0
+        for step in range(200):
+            now += 0.1  # Never input-bound: every window runs at 10 steps/s.
+            if step == 150:
                 now += 30.0  # An evaluation between two training steps.
                 if interrupt:
                     controller.interrupt()
-            if controller.observe(step, now):
-                factor = controller.factor
+            controller.observe(step, now)
         return controller
 
-    assert [d.phase for d in with_pause(True).decisions] == ["baseline", "probe", "verify", "hold"]
-    assert len(with_pause(False).window_rates) > 0
-    assert min(rate for _, rate in with_pause(False).window_rates) < 1  # Without it, the pause reads as a slow window.
+    assert min(rate for _, rate in with_pause(True).window_rates) > 1
+    assert min(rate for _, rate in with_pause(False).window_rates) < 1  # Without it, the pause reads as slow steps.
 
 
-def test_the_first_measurement_waits_out_whatever_factor_ran_before():
-    controller = EchoController(max_factor=8.0, settle_steps=10)
-    controller.observe(0, 0.0)
-    assert [controller.observe(step, step * 0.01) for step in range(1, 10)] == [None] * 9
-    assert controller.window_rates == []  # Not even a window is started before step 10.
-    controller.observe(10, 0.1)
-    assert controller._window_start == (10, 0.1)
+def test_a_pause_it_was_not_told_about_is_logged_and_does_not_raise_the_factor():
+    controller = EchoController(max_factor=8.0)
+    run = simulate(Scenario(ratio=0.5, steps=200), controller=controller)
+    factor = controller.factor
+    decision = controller.observe(200, run.step_ends[-1] + 500.0)  # 500 step-times with no interrupt()
+    assert decision is not None and decision.factor == factor == 1.0
+    assert "taken as a pause" in decision.reason
+    assert controller.observe(201, run.step_ends[-1] + 501.0) is None  # Measuring resumes.
+
+
+def test_a_timestamp_that_goes_backwards_keeps_the_factor_and_says_why():
+    controller = EchoController(max_factor=8.0)
+    controller.observe(0, 100.0)
+    for step in range(1, 15):
+        controller.observe(step, 100.0 + step)
+    decision = controller.observe(15, 50.0)
+    assert decision.factor == decision.previous_factor
+    assert "went back" in decision.reason
+
+
+def test_a_single_slow_step_does_not_move_the_factor():
+    controller = EchoController(max_factor=8.0)
+    run = simulate(Scenario(ratio=4.0, steps=100), controller=controller)
+    held, decisions = controller.factor, len(controller.decisions)
+    assert controller.phase == "hold"
+    controller.observe(100, run.step_ends[-1] + 20.0)  # One step 20x the others (not yet a pause).
+    for step in range(101, 105):
+        controller.observe(step, run.step_ends[-1] + 20.0 + (step - 100))
+    assert controller.factor == held and len(controller.decisions) == decisions
+
+
+def test_the_first_call_opens_with_a_probe_and_no_estimate():
+    controller = EchoController(max_factor=8.0)
+    decision = controller.observe(0, 1.0)
+    assert decision.phase == "probe" and decision.factor == 8.0 and math.isnan(controller.ratio)
+    assert EchoController(max_factor=1.0).observe(0, 1.0).factor == 1.0
+
+
+class EveryFourthStep:
+    """A loop with steps_per_execution=4: the controller sees every fourth step only."""
+
+    def __init__(self, controller):
+        self.controller = controller
+
+    @property
+    def factor(self):
+        return self.controller.factor
+
+    def observe(self, step, timestamp):
+        return self.controller.observe(step, timestamp) if step % 4 == 3 else None
 
 
 def test_steps_may_skip_as_with_steps_per_execution():
     controller = EchoController(max_factor=8.0)
-    now, factor = 0.0, 1.0
-    for step in range(0, 1600, 4):
-        now += 4 / saturating(4.0)(step, factor)
-        if controller.observe(step, now):
-            factor = controller.factor
-    assert controller.ratio == pytest.approx(4.0, rel=0.01)
+    simulate(Scenario(ratio=4.0, steps=1200), controller=EveryFourthStep(controller))
+    assert controller.ratio == pytest.approx(4.0, rel=0.15)
+    assert controller.phase == "hold" and 4.0 <= controller.factor <= 5.5
 
 
 def test_decisions_carry_step_factor_rates_reason_and_ratio():
     controller = EchoController(max_factor=8.0)
-    run(controller, saturating(4.0), 200)
-    probe_result = controller.decisions[2]
-    assert probe_result.previous_factor == 8.0 and probe_result.phase == "verify"
-    assert probe_result.rates == {"e=1": pytest.approx(25.0), "e=8": pytest.approx(100.0)}
-    assert probe_result.ratio == pytest.approx(4.0)
-    assert "R = 4.00 under load" in probe_result.reason
-    assert str(probe_result).startswith(f"step {probe_result.step}: echo factor 8 -> 4.4 (verify): ")
+    simulate(Scenario(ratio=4.0, steps=200), controller=controller)
+    measured = controller.decisions[2]
+    assert measured.previous_factor == 1.0 and measured.phase == "verify"
+    assert measured.rates["e=1"] == pytest.approx(0.25, rel=0.05)
+    assert measured.rates["reference"] == pytest.approx(1.0)
+    assert measured.ratio == pytest.approx(4.0, rel=0.05)
+    assert str(measured).startswith(f"step {measured.step}: echo factor 1 -> {measured.factor:g} (verify): ")
     assert all(d.phase in PHASES for d in controller.decisions)
     assert math.isnan(EchoController().ratio)
 
 
 def test_verbose_prints_one_sentence_per_decision(capsys):
     controller = EchoController(max_factor=8.0, verbose=1)
-    run(controller, saturating(4.0), 200)
+    simulate(Scenario(ratio=4.0, steps=200), controller=controller)
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == len(controller.decisions) and all(line.startswith("echo factor: step ") for line in lines)
 
 
+def test_settings_may_be_given_whole_or_as_keywords():
+    settings = ControllerSettings(max_factor=4.0, check_every_steps=None)
+    assert EchoController(settings).settings == EchoController(max_factor=4.0, check_every_steps=None).settings
+    assert EchoController(settings).max_factor == 4.0
+    assert dataclasses.replace(settings, headroom=1.2).headroom == 1.2
+    with pytest.raises(TypeError, match="settings: give a ControllerSettings or keyword settings, not both"):
+        EchoController(settings, max_factor=2.0)
+    with pytest.raises(TypeError, match="settings: expected a ControllerSettings, got dict"):
+        EchoController({"max_factor": 2.0})
+    with pytest.raises(TypeError, match="max_factr: not a setting of EchoController"):
+        EchoController(max_factr=2.0)
+
+
 @pytest.mark.parametrize("setting, value, error", [
     ("max_factor", 0.5, ValueError), ("max_factor", "8", TypeError), ("max_factor", math.inf, ValueError),
+    ("initial_factor", 0.5, ValueError), ("initial_factor", 9.0, ValueError),
     ("headroom", 0, ValueError), ("min_gain", -0.1, ValueError),
     ("settle_steps", -1, ValueError), ("window_steps", 0, ValueError), ("windows", 0, ValueError),
     ("window_steps", 2.5, TypeError), ("drift_tolerance", 1.5, ValueError), ("patience", 0, ValueError),
     ("check_every_steps", 0, ValueError), ("check_divisor", 1.0, ValueError), ("max_corrections", -1, ValueError),
+    ("drain_steps", 0, ValueError), ("drop_steps", 0, ValueError), ("measure_steps", 1, ValueError),
+    ("pause_factor", 1.0, ValueError), ("lumpy_window", -1, ValueError), ("lumpy_estimates", 0, ValueError),
+    ("verbose", -1, ValueError), ("verbose", True, ValueError),
 ])
 def test_bad_settings_name_the_argument_and_show_the_value(setting, value, error):
     with pytest.raises(error, match=rf"{setting}: .*{value!r}"):
         EchoController(**{setting: value})
 
 
-def test_observe_rejects_steps_that_do_not_increase():
+def test_observe_rejects_steps_that_do_not_increase_and_timestamps_that_are_not_finite():
     controller = EchoController()
     controller.observe(5, 1.0)
     with pytest.raises(ValueError, match="step: expected steps to increase, got 5 after 5"):
         controller.observe(5, 2.0)
     with pytest.raises(ValueError, match="timestamp"):
         controller.observe(6, math.nan)
+    with pytest.raises(TypeError, match="step: expected an int, got float"):
+        controller.observe(7.0, 3.0)

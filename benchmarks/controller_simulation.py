@@ -1,0 +1,249 @@
+"""The echo controller on the simulated loop: what its measuring costs, how fast it follows R.
+
+Every scenario runs :class:`echoing.EchoController` as shipped (default settings,
+``max_factor=8``) on the producer/consumer model of :mod:`echoing.simulation` (a buffer of
+10 batches, full at the start), for 650 steps, and compares it with fixed factors on the
+same scenario:
+
+* ``steady``: R = 1, 2, 4, 6. Time against running at ``e = max(R, 1)`` from the first
+  step (target: within 8%; at R = 1 within 3% of no echo, with little echo).
+* ``step``: R changes at step 300 (4 -> 2, 2 -> 5, 6 -> 1). Steps until the factor settles
+  in ``[0.9 R, 1.5 R]`` (``[1, 1.5]`` at R = 1) and stays there (target: 150), over change
+  steps 250, 260, ..., 400 (the median and the worst are reported).
+* ``jitter``: R = 2 and 4 with 35% log-normal jitter on every batch's production time,
+  seeds 0-4. Time against the best fixed factor on the same seed (target: within 10%),
+  and how often the held factor moved by more than 25% (thrashing; target: at most 2).
+* ``wander``: R = 2 + 0.6 sin(2 pi step / 400). Time against the best fixed factor
+  (target: within 12%).
+
+Run ``python -m benchmarks.controller_simulation`` (seconds). It writes
+``controller_simulation.json`` and ``controller_simulation.png`` (the factor and R against
+the step) to ``runs/`` (``--output-dir benchmarks/results`` for the committed ones).
+``tests/test_controller_simulation.py`` checks the same targets in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import statistics
+from pathlib import Path
+from typing import Callable, Optional
+
+import echoing
+from echoing.simulation import Run, Scenario, simulate
+from benchmarks import results_io
+
+STEPS = 650
+MAX_FACTOR = 8.0
+FIXED_FACTORS = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 7.0, 8.0)
+CHANGES = ((4.0, 2.0), (2.0, 5.0), (6.0, 1.0))
+CHANGE_STEPS = tuple(range(250, 401, 10))
+JITTER_SEEDS = (0, 1, 2, 3, 4)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A bound on one figure of a scenario: ``figure <= bound``."""
+
+    figure: str
+    bound: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ScenarioResult:
+    """What the controller did in one scenario, beside its reference.
+
+    Attributes:
+      kind: ``steady``, ``step``, ``jitter`` or ``wander``.
+      name: e.g. ``R=4``, ``R 4->2``, ``R=4 jitter 35% seed 0``.
+      seconds: the controller's time for the run, in step-times.
+      reference: what it is compared with (``e=4 from the start``, ``best fixed e=5``).
+      reference_seconds: that reference's time.
+      time_ratio: ``seconds / reference_seconds``.
+      echoed_share: the share of the steps' data that was a repeat.
+      settle_steps: steps after a change of R until the factor settled near it (``step``).
+      held_moves: times the held factor moved by more than 25% (``jitter``).
+      decisions: how many decisions the controller took.
+      targets: the bounds this scenario is held to.
+    """
+
+    kind: str
+    name: str
+    seconds: float
+    reference: str
+    reference_seconds: float
+    time_ratio: float
+    echoed_share: float
+    decisions: int
+    settle_steps: Optional[float] = None
+    held_moves: Optional[int] = None
+    targets: tuple = ()
+
+    def figure(self, name: str) -> float:
+        return getattr(self, name)
+
+    @property
+    def met(self) -> bool:
+        return all(self.figure(t.figure) is not None and self.figure(t.figure) <= t.bound for t in self.targets)
+
+
+def controlled(scenario: Scenario) -> Run:
+    return simulate(scenario, controller=echoing.EchoController(max_factor=MAX_FACTOR))
+
+
+def best_fixed(scenario: Scenario) -> tuple[float, float]:
+    """(factor, seconds) of the fastest fixed factor on ``scenario``; the lowest factor on ties."""
+    times = {factor: simulate(scenario, factor=factor).seconds for factor in FIXED_FACTORS}
+    fastest = min(times.values())
+    factor = min(f for f, t in times.items() if t <= fastest * (1 + 1e-9))
+    return factor, fastest
+
+
+def steady(ratio: float) -> ScenarioResult:
+    scenario = Scenario(ratio=ratio, steps=STEPS)
+    run = controlled(scenario)
+    factor = max(1.0, ratio)
+    reference = simulate(scenario, factor=factor).seconds
+    bound = 1.03 if ratio <= 1 else 1.08
+    return ScenarioResult("steady", f"R={ratio:g}", run.seconds, f"e={factor:g} from the start", reference,
+                          run.seconds / reference, run.echoed_share, len(run.decisions),
+                          targets=(Target("time_ratio", bound),))
+
+
+def settle_steps(run: Run, change_step: int, ratio: float) -> float:
+    """Steps after ``change_step`` until the factor settles in the band around ``ratio`` for good.
+
+    The band is ``[0.9 R, 1.5 R]`` (``[1, 1.5]`` for R <= 1). Settled means that every
+    decision from then on sets a factor in the band, except checks, which lower the factor
+    for a few steps by design; ``inf`` if it never settles.
+    """
+    low, high = (1.0, 1.5) if ratio <= 1 else (0.9 * ratio, 1.5 * ratio)
+    settled_at = math.inf
+    for decision in run.decisions:
+        if decision.step < change_step or decision.phase == echoing.Phase.CHECK:
+            continue
+        inside = low <= decision.factor <= high
+        if inside and settled_at == math.inf:
+            settled_at = decision.step
+        elif not inside:
+            settled_at = math.inf
+    return settled_at - change_step
+
+
+def step_change(before: float, after: float) -> ScenarioResult:
+    """R changes from ``before`` to ``after``; settling is measured over the change steps."""
+    settled, runs = [], []
+    for change in CHANGE_STEPS:
+        scenario = Scenario(ratio=_step_schedule(before, after, change), steps=STEPS)
+        run = controlled(scenario)
+        settled.append(settle_steps(run, change, after))
+        runs.append((scenario, run))
+    scenario, run = runs[CHANGE_STEPS.index(300)]
+    factor, reference = best_fixed(scenario)
+    return ScenarioResult("step", f"R {before:g}->{after:g}", run.seconds, f"best fixed e={factor:g}", reference,
+                          run.seconds / reference, run.echoed_share, len(run.decisions),
+                          settle_steps=max(settled), targets=(Target("settle_steps", 150),))
+
+
+def jitter(ratio: float, seed: int) -> ScenarioResult:
+    scenario = Scenario(ratio=ratio, steps=STEPS, jitter=0.35, seed=seed)
+    run = controlled(scenario)
+    factor, reference = best_fixed(scenario)
+    return ScenarioResult("jitter", f"R={ratio:g} jitter 35% seed {seed}", run.seconds, f"best fixed e={factor:g}",
+                          reference, run.seconds / reference, run.echoed_share, len(run.decisions),
+                          held_moves=held_moves(run),
+                          targets=(Target("time_ratio", 1.10), Target("held_moves", 2)))
+
+
+def held_moves(run: Run) -> int:
+    """Times the held factor moved by more than 25% from the one held before it."""
+    held = [d.factor for d in run.decisions if d.phase == echoing.Phase.HOLD]
+    return sum(1 for a, b in zip(held, held[1:]) if abs(b / a - 1) > 0.25)
+
+
+def wander() -> ScenarioResult:
+    scenario = Scenario(ratio=wandering_ratio, steps=STEPS)
+    run = controlled(scenario)
+    factor, reference = best_fixed(scenario)
+    return ScenarioResult("wander", "R=2±0.6 over 400 steps", run.seconds, f"best fixed e={factor:g}", reference,
+                          run.seconds / reference, run.echoed_share, len(run.decisions),
+                          targets=(Target("time_ratio", 1.12),))
+
+
+def wandering_ratio(step: int) -> float:
+    return 2.0 + 0.6 * math.sin(2 * math.pi * step / 400)
+
+
+def _step_schedule(before: float, after: float, change: int) -> Callable[[int], float]:
+    return lambda step: before if step < change else after
+
+
+def run_all() -> list[ScenarioResult]:
+    """Every scenario of the module docstring, in order."""
+    results = [steady(ratio) for ratio in (1.0, 2.0, 4.0, 6.0)]
+    results += [step_change(before, after) for before, after in CHANGES]
+    results += [jitter(ratio, seed) for ratio in (2.0, 4.0) for seed in JITTER_SEEDS]
+    results.append(wander())
+    return results
+
+
+def table(results: list[ScenarioResult]) -> str:
+    """A Markdown table of the results."""
+    lines = ["| scenario | time / reference | reference | echoed share | settle steps | held moves | target met |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        settle = "" if r.settle_steps is None else f"{r.settle_steps:g}"
+        moves = "" if r.held_moves is None else f"{r.held_moves}"
+        bounds = ", ".join(f"{t.figure} <= {t.bound:g}" for t in r.targets)
+        lines.append(f"| {r.kind} {r.name} | {r.time_ratio:.3f} | {r.reference} | {r.echoed_share:.2f} | {settle} | "
+                     f"{moves} | {'yes' if r.met else 'NO'} ({bounds}) |")
+    return "\n".join(lines)
+
+
+def plot(path: Path) -> Path:
+    """Factor and R against the step for a step change, jitter and the wandering R."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("R 4 -> 2 at step 300", Scenario(ratio=_step_schedule(4.0, 2.0, 300), steps=STEPS)),
+              ("R 2 -> 5 at step 300", Scenario(ratio=_step_schedule(2.0, 5.0, 300), steps=STEPS)),
+              ("R 6 -> 1 at step 300", Scenario(ratio=_step_schedule(6.0, 1.0, 300), steps=STEPS)),
+              ("R = 4, 35% jitter (seed 0)", Scenario(ratio=4.0, steps=STEPS, jitter=0.35, seed=0)),
+              ("R = 2 ± 0.6 over 400 steps", Scenario(ratio=wandering_ratio, steps=STEPS))]
+    figure, axes = plt.subplots(len(panels), 1, figsize=(8, 2.2 * len(panels)), sharex=True)
+    for axis, (title, scenario) in zip(axes, panels):
+        run = controlled(scenario)
+        axis.plot(run.ratios, color="black", linewidth=1, label="R")
+        axis.plot(run.factors, color="tab:blue", linewidth=1.2, label="echo factor")
+        axis.set_title(title, fontsize=9)
+        axis.set_ylim(0, 9)
+        axis.set_ylabel("factor / R", fontsize=8)
+    axes[0].legend(loc="upper right", fontsize=8)
+    axes[-1].set_xlabel("step")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    results_io.add_output_dir_argument(parser)
+    args = parser.parse_args(argv)
+    results = run_all()
+    print(table(results))
+    settings = {"steps": STEPS, "max_factor": MAX_FACTOR, "buffer_batches": Scenario().buffer_batches,
+                "controller": dataclasses.asdict(echoing.ControllerSettings(max_factor=MAX_FACTOR)),
+                "fixed_factors": list(FIXED_FACTORS), "change_steps": list(CHANGE_STEPS)}
+    records = [{**dataclasses.asdict(r), "met": r.met} for r in results]
+    path = results_io.write_results("controller_simulation", settings, {"scenarios": records}, args.output_dir)
+    print(f"results: {path}")
+    print(f"plot: {plot(args.output_dir / 'controller_simulation.png')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""A deterministic model of an echoed input pipeline feeding a training loop; no TensorFlow.
+
+The model is the one the echo controller is designed against (:mod:`echoing.controller`):
+
+* a **producer** (the input pipeline up to and including the echo stage) makes batches
+  one at a time; at echo factor ``e`` a batch takes ``jitter / (e * u)`` seconds, where
+  ``u`` is the rate at which the upstream delivers fresh batches and ``jitter`` a
+  log-normal factor of mean 1 (0 jitter: every batch takes exactly ``1 / (e * u)``);
+* a **buffer** of ``buffer_batches`` batches between them (the prefetch and whatever the
+  pipeline holds after the echo stage); the producer waits while it is full;
+* a **consumer** (the training step) takes one batch per step and ``1 / s`` seconds per
+  step; it waits while the buffer is empty.
+
+``R = s / u``. A controller sees only what a training loop sees: the step index and the
+time at the end of each step. When it returns a decision, the new factor applies to the
+batches the producer starts from then on; batches already in the buffer keep the factor
+they were made at, which is what makes a lower factor show in the step rate only once the
+buffer has drained.
+
+Each step's batch records the factor it was made at, so a run reports both time and the
+fresh data it read (a batch made at factor ``e`` is ``1 / e`` fresh).
+
+Example: R = 4 with a fixed factor; at e = 1 a step waits for the input, at e = 4 it
+does not (the buffer starts full, as after a pipeline's warm-up):
+
+>>> from echoing.simulation import Scenario, simulate
+>>> slow = simulate(Scenario(ratio=4.0, steps=200), factor=1.0)
+>>> fast = simulate(Scenario(ratio=4.0, steps=200), factor=4.0)
+>>> round(slow.seconds / fast.seconds, 1), round(fast.fresh_batches, 1)
+(3.8, 50.0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from collections import deque
+from typing import Callable, Optional, Protocol, Union
+
+
+class Controller(Protocol):
+    """What :func:`simulate` drives: :class:`echoing.EchoController` has this shape."""
+
+    factor: float
+
+    def observe(self, step: int, timestamp: float):  # pragma: no cover - a protocol
+        ...
+
+
+RatioSchedule = Union[float, Callable[[int], float]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    """An input pipeline and a training step, as the simulation models them.
+
+    Attributes:
+      ratio: R, either a number or a function of the step index (R may change as
+        training runs: slower or faster storage).
+      steps: training steps to run.
+      step_seconds: ``1 / s``, the training step's own time.
+      buffer_batches: batches the pipeline holds between the echo stage and the step.
+      jitter: coefficient of variation of a batch's production time (log-normal, mean 1);
+        0 for none.
+      stall_probability: chance that a batch stalls (a long document, a slow read), on
+        top of the jitter; 0 for none.
+      stall_batches: a stalled batch takes this many batches' production time.
+      start_full: whether the buffer is full when training starts (after a warm-up, or
+        tracing the step, it is).
+      seed: seeds the jitter and the stalls.
+    """
+
+    ratio: RatioSchedule = 4.0
+    steps: int = 650
+    step_seconds: float = 1.0
+    buffer_batches: int = 10
+    jitter: float = 0.0
+    stall_probability: float = 0.0
+    stall_batches: float = 10.0
+    start_full: bool = True
+    seed: int = 0
+
+    def __post_init__(self):
+        if not callable(self.ratio):
+            _check_positive("ratio", self.ratio)
+        _check_positive("step_seconds", self.step_seconds)
+        for name in ("steps", "buffer_batches"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+        if not (isinstance(self.jitter, (int, float)) and 0 <= self.jitter < 10):
+            raise ValueError(f"jitter: expected a coefficient of variation in [0, 10), got {self.jitter!r}")
+        if not (isinstance(self.stall_probability, (int, float)) and 0 <= self.stall_probability < 1):
+            raise ValueError(f"stall_probability: expected a probability in [0, 1), got {self.stall_probability!r}")
+        _check_positive("stall_batches", self.stall_batches)
+
+    def ratio_at(self, step: int) -> float:
+        ratio = self.ratio(step) if callable(self.ratio) else self.ratio
+        _check_positive("ratio", ratio)
+        return float(ratio)
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """What one simulated run did.
+
+    Attributes:
+      seconds: time from the first step's start to the last step's end.
+      step_ends: the time at the end of every step.
+      factors: the factor in force (the controller's) at every step.
+      batch_factors: the factor each step's batch was made at.
+      ratios: R at every step.
+      decisions: the controller's decisions, if it has any.
+    """
+
+    seconds: float
+    step_ends: list
+    factors: list
+    batch_factors: list
+    ratios: list
+    decisions: list
+
+    @property
+    def fresh_batches(self) -> float:
+        """Fresh batches read: a batch made at factor ``e`` is ``1 / e`` fresh."""
+        return sum(1 / e for e in self.batch_factors)
+
+    @property
+    def echoed_share(self) -> float:
+        """The share of steps' data that was a repeat: 0 without echo."""
+        return 1 - self.fresh_batches / len(self.batch_factors)
+
+
+def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Controller] = None) -> Run:
+    """Runs ``scenario`` at a fixed ``factor``, or with ``controller`` choosing it.
+
+    Args:
+      scenario: the pipeline and step.
+      factor: the echo factor (>= 1), or the starting one with a controller.
+      controller: anything with ``observe(step, timestamp)`` (returning a decision or
+        ``None``) and ``factor``, as :class:`echoing.EchoController`.
+
+    Returns:
+      a :class:`Run`.
+    """
+    _check_positive("factor", factor)
+    if factor < 1:
+        raise ValueError(f"factor: expected a number >= 1, got {factor!r}")
+    rng = random.Random(scenario.seed)
+    sigma = math.sqrt(math.log1p(scenario.jitter ** 2))
+
+    def production_seconds(step: int, e: float) -> float:
+        seconds = scenario.step_seconds * scenario.ratio_at(step) / e  # 1 / (e * u), u = s / R
+        if sigma:
+            seconds *= math.exp(rng.gauss(-sigma * sigma / 2, sigma))
+        if scenario.stall_probability and rng.random() < scenario.stall_probability:
+            seconds += scenario.stall_batches * scenario.step_seconds * scenario.ratio_at(step)
+        return seconds
+
+    capacity = scenario.buffer_batches
+    buffer: deque = deque([factor] * capacity if scenario.start_full else [])
+    # The batch in production: (finish time, its factor), or None while the buffer is full.
+    making = None if len(buffer) == capacity else (production_seconds(0, factor), factor)
+    now, step_ends, factors, batch_factors, ratios = 0.0, [], [], [], []
+    for step in range(scenario.steps):
+        # The producer runs up to now.
+        while making is not None and making[0] <= now:
+            done, made_at = making
+            buffer.append(made_at)
+            making = None if len(buffer) == capacity else (done + production_seconds(step, factor), factor)
+        if not buffer:  # The step waits for the input.
+            done, made_at = making
+            now = done
+            buffer.append(made_at)
+            making = (done + production_seconds(step, factor), factor)
+        batch_factors.append(buffer.popleft())
+        if making is None:  # A slot is free again.
+            making = (now + production_seconds(step, factor), factor)
+        now += scenario.step_seconds
+        step_ends.append(now)
+        factors.append(factor)
+        ratios.append(scenario.ratio_at(step))
+        if controller is not None and controller.observe(step, now) is not None:
+            factor = float(controller.factor)
+    decisions = list(getattr(controller, "decisions", [])) if controller is not None else []
+    return Run(seconds=now, step_ends=step_ends, factors=factors, batch_factors=batch_factors, ratios=ratios,
+               decisions=decisions)
+
+
+def _check_positive(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name}: expected a positive finite number, got {value!r}")

@@ -1,0 +1,56 @@
+"""The shipped controller meets its targets on the simulated loop (benchmarks/controller_simulation.py)."""
+
+import math
+
+import pytest
+
+from benchmarks import controller_simulation as sim
+from echoing.simulation import Scenario, simulate
+
+
+@pytest.fixture(scope="module")
+def results():
+    return {f"{r.kind} {r.name}": r for r in sim.run_all()}
+
+
+@pytest.mark.parametrize("ratio", [2, 4, 6])
+def test_input_bound_runs_lose_at_most_8_percent_against_e_equal_r_from_the_start(results, ratio):
+    result = results[f"steady R={ratio}"]
+    assert result.time_ratio <= 1.08, result
+
+
+def test_at_r_1_it_matches_no_echo_within_3_percent_with_little_echo(results):
+    result = results["steady R=1"]
+    assert result.time_ratio <= 1.03 and result.echoed_share <= 0.06, result
+
+
+@pytest.mark.parametrize("change", ["R 4->2", "R 2->5", "R 6->1"])
+def test_after_a_step_change_of_r_the_factor_settles_near_it_within_150_steps(results, change):
+    result = results[f"step {change}"]
+    assert result.settle_steps <= 150, result
+
+
+@pytest.mark.parametrize("ratio", [2, 4])
+def test_with_35_percent_jitter_it_is_within_10_percent_of_the_best_fixed_factor_and_does_not_thrash(results, ratio):
+    runs = [results[f"jitter R={ratio} jitter 35% seed {seed}"] for seed in sim.JITTER_SEEDS]
+    assert max(r.time_ratio for r in runs) <= 1.10, runs
+    assert max(r.held_moves for r in runs) <= 2, runs
+
+
+def test_with_r_wandering_slowly_it_is_within_12_percent_of_the_best_fixed_factor(results):
+    assert results["wander R=2±0.6 over 400 steps"].time_ratio <= 1.12
+
+
+def test_every_result_states_the_targets_it_is_held_to(results):
+    assert all(r.targets and r.met for r in results.values()), sim.table(list(results.values()))
+
+
+def test_settle_steps_is_infinite_when_the_factor_never_reaches_the_band():
+    run = simulate(Scenario(ratio=lambda step: 4.0 if step < 100 else 2.0, steps=200), factor=4.0,
+                   controller=None)
+    assert math.isinf(sim.settle_steps(run, 100, 2.0))  # A fixed factor has no decisions at all.
+
+
+def test_the_table_has_a_row_per_scenario_and_says_whether_it_met_its_target(results):
+    rows = sim.table(list(results.values())).splitlines()[2:]
+    assert len(rows) == len(results) and all(row.endswith(")|") or "yes (" in row or "NO (" in row for row in rows)
