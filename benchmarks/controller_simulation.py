@@ -202,6 +202,15 @@ def table(results: list[ScenarioResult]) -> str:
     return "\n".join(lines)
 
 
+def document_table(document: dict) -> str:
+    """:func:`table` from a results file written by :func:`main` (the README's table)."""
+    names = {field.name for field in dataclasses.fields(ScenarioResult)}
+    results = [ScenarioResult(**{**{k: v for k, v in record.items() if k in names},
+                                 "targets": tuple(Target(**t) for t in record["targets"])})
+               for record in document["results"]["scenarios"]]
+    return table(results)
+
+
 def plot(path: Path) -> Path:
     """Factor and R against the step for a step change, jitter and the wandering R."""
     import matplotlib

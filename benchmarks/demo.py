@@ -150,8 +150,24 @@ def table(document: dict) -> str:
     pipeline = results["pipeline"]
     lines.append("")
     lines.append(f"Read throttled for R={pipeline['ratio']:g} (measured {pipeline['measured_ratio']:.2f}) against a "
-                 f"{pipeline['step_seconds'] * 1e3:.0f} ms modelled step; one seed.")
+                 f"{pipeline['step_seconds'] * 1e3:.0f} ms modelled step; one seed. {verdict(document)}")
     return "\n".join(lines)
+
+
+def verdict(document: dict) -> str:
+    """One sentence: AutoEcho's time to target against the fixed e's and the baseline's.
+
+    >>> runs = {"baseline": {"seconds": 60.0}, "AutoEcho": {"seconds": 21.0}, "e=4": {"seconds": 20.0}}
+    >>> verdict({"results": {"runs": runs}})
+    'AutoEcho took 1.05x the fixed e=4 time to target and 0.35x the baseline time.'
+    """
+    runs = document["results"]["runs"]
+    auto = runs.get("AutoEcho", {}).get("seconds")
+    if not auto:
+        return "AutoEcho did not reach the target within its replay."
+    parts = [f"{auto / runs[name]['seconds']:.2f}x the {'fixed ' + name if name != 'baseline' else 'baseline'} time"
+             for name in [n for n in runs if n.startswith("e=")] + ["baseline"] if runs.get(name, {}).get("seconds")]
+    return f"AutoEcho took {parts[0]} to target" + "".join(f" and {p}" for p in parts[1:]) + "."
 
 
 def plot(document: dict, path) -> None:
@@ -205,6 +221,7 @@ def main(argv=None) -> None:
     print()
     print(table(document))
     print()
+    print(verdict(document))
     print("Time is that of a host whose step (30 ms, modelled) runs on an accelerator while this pipeline runs for real; "
           "training on this CPU shares its two cores with the pipeline and gains less.")
     print(f"results: {path}\nplot: {args.output_dir / 'demo.png'}")

@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from benchmarks import auto_echo, critical_batch, demo, reporting, results_io, service, throughput, xla_check
+from benchmarks import (auto_echo, controller_simulation, critical_batch, demo, reporting, results_io, service, throughput,
+                        xla_check)
 
 
 def shapes_baselines_table(document: dict) -> str:
@@ -36,6 +37,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "time_to_target_wallclock": reporting.wallclock_table,
     "time_to_target_wallclock_best": lambda document: reporting.best_table(document, "wallclock"),
     "critical_batch": critical_batch.table,
+    "controller_simulation": controller_simulation.document_table,
     "auto_echo": auto_echo.table,
     "auto_echo_cpu": auto_echo.cpu_table,
     "xla_check": xla_check.table,

@@ -319,6 +319,10 @@ def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsF
                 "held_from_step": held[0].step if held else None}
 
     timeline = measured_once(results, "auto_echo_timelines", run.key(), timed)
+    if replay.redecide(timeline, echoing.EchoController(max_factor=run.factor)) != timeline["decisions"]:
+        raise RuntimeError(f"{run.describe()}: the saved AutoEcho timeline was recorded with another controller (its "
+                           "decisions differ from this one's on the same step times); delete it from "
+                           "auto_echo_timelines in the results file and time it again with --time-only, alone")
     log(f"  AutoEcho held e={timeline['held_factor']:.2f} from step {timeline['held_from_step']}"
         if timeline["held_factor"] else "  AutoEcho never held a factor")
     if not train:

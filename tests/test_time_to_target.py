@@ -28,8 +28,12 @@ def finished(tmp_path_factory):
     output = directory / "time_to_target.json"
     lines = []
     T.run_plan(plan, output, TINY_TASKS, log=lines.append)
-    T.run_plan(dataclasses.replace(plan, tasks=["resnet"], modes=["replay"]), output, TINY_TASKS, log=lines.append)
-    return output, plan, lines
+    # The timed part alone first (as on a shared machine), then AutoEcho's training on it.
+    replays = dataclasses.replace(plan, tasks=["resnet"], modes=["replay"])
+    T.run_plan(dataclasses.replace(replays, time_only=True), output, TINY_TASKS, log=lines.append)
+    timed_only = json.loads(output.read_text())
+    T.run_plan(replays, output, TINY_TASKS, log=lines.append)
+    return output, plan, lines, timed_only
 
 
 def records(output, mode):
@@ -37,7 +41,7 @@ def records(output, mode):
 
 
 def test_every_planned_sample_run_is_recorded_and_confirmed_by_a_second_evaluation(finished):
-    output, plan, _ = finished
+    output, plan, *_ = finished
     recorded = sorted(T.RunConfig(**r["config"]).key() for r in records(output, "sample"))
     assert recorded == sorted(r.key() for r in T.planned_sample_runs(plan, TINY_TASKS))
     for record in records(output, "sample"):
@@ -110,7 +114,7 @@ def test_auto_echo_is_replayed_then_trained_on_its_choices(finished):
     output, *_ = finished
     (auto,) = [r for r in records(output, "replay") if r["config"]["auto_echo"]]
     assert auto["config"]["factor"] == 2.0  # The largest replayed factor caps the controller.
-    assert auto["decisions"] and "baseline" in auto["decisions"][0]
+    assert auto["decisions"] and "(probe)" in auto["decisions"][0]
     assert auto["reached"] and auto["steps"] == 2 and auto["seconds"] > 0
     assert [p["step"] for p in auto["curve"]] == [2, 4]
 
@@ -129,7 +133,7 @@ def test_best_echo_shuffle_minimises_the_modelled_time():
 
 
 def test_rerun_skips_finished_configurations(finished):
-    output, plan, _ = finished
+    output, plan, *_ = finished
     before = output.read_text()
     lines = []
     T.run_plan(plan, output, TINY_TASKS, log=lines.append)
@@ -139,7 +143,7 @@ def test_rerun_skips_finished_configurations(finished):
 
 
 def test_progress_is_shown(finished):
-    *_, lines = finished
+    _, _, lines, _ = finished
     assert any(line.startswith("[sample 1/") for line in lines)
     assert any(line.startswith("[replay 1/") for line in lines)
     assert any("accuracy" in line and "to budget" in line for line in lines)
@@ -301,7 +305,7 @@ def test_calibration_needs_a_factor_above_the_nominal_r():
 
 @pytest.mark.slow
 def test_wallclock_mode_calibrates_r_under_load_and_times_fixed_factors_and_auto_echo_with_a_real_step(finished):
-    output, plan, _ = finished  # Its sample runs give the steps to time.
+    output, plan, *_ = finished  # Its sample runs give the steps to time.
     wallclock_plan = dataclasses.replace(plan, tasks=["resnet"], modes=["wallclock"], ratios=[1.5], replay_factors=[1, 2])
     T.run_plan(wallclock_plan, output, TINY_TASKS, log=lambda line: None)
     document = json.loads(output.read_text())
@@ -344,3 +348,23 @@ def test_shuffle_plot_draws_every_buffer_in_examples():
     plots.plt.close(figure)
     batch = TASKS["resnet"].settings.batch_size
     assert drawn == {"after_batch e=2": [1, 8 * batch], "before_augment e=2": [1, 1024]}
+
+
+def test_time_only_saves_auto_echo_timelines_and_a_later_run_trains_on_them(finished):
+    output, *_, timed_only = finished
+    assert not [r for r in timed_only["results"]["runs"] if r["config"].get("auto_echo")]
+    (timeline,) = timed_only["results"]["auto_echo_timelines"].values()
+    (auto,) = [r for r in records(output, "replay") if r["config"]["auto_echo"]]
+    assert auto["decisions"] == timeline["decisions"] and auto["seconds"] == timeline["seconds"][auto["steps"] - 1]
+
+
+def test_a_timeline_recorded_with_another_controller_is_refused(finished, tmp_path):
+    output, plan, *_ = finished
+    document = json.loads(output.read_text())
+    document["results"]["runs"] = [r for r in document["results"]["runs"] if not r["config"].get("auto_echo")]
+    for timeline in document["results"]["auto_echo_timelines"].values():
+        timeline["decisions"][0] = "step 0: echo factor 1 -> 1 (baseline): the previous controller's opening"
+    stale = tmp_path / "time_to_target.json"
+    stale.write_text(json.dumps(document))
+    with pytest.raises(RuntimeError, match="recorded with another controller"):
+        T.run_plan(dataclasses.replace(plan, tasks=["resnet"], modes=["replay"]), stale, TINY_TASKS, log=lambda line: None)
