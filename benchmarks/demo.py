@@ -20,12 +20,12 @@ How (the protocol of :mod:`benchmarks.time_to_target`, in small):
 
 The wall clock is the modelled host's, not this CPU's: here the training step itself
 shares two cores with the pipeline, so training on this CPU says little about a host
-whose step runs on an accelerator (the README's "Results" has both).
+whose step runs on an accelerator (docs/results/time_to_target.md has both).
 
-Run ``python -m benchmarks.demo`` (8.8 minutes from a fresh clone on 2 cores, alone,
-installing the project and generating the embedded data once included: the README's
-"Set-up"); it prints a table and writes ``demo.json`` and ``demo.png`` to
-``runs/`` (``--output-dir``).
+Run ``python -m benchmarks.demo`` (9.0 minutes alone on 2 cores with the embedded data
+already generated, which takes about a minute and a half the first time; the README's
+"Set-up"); it prints a table and writes ``demo.json`` and ``demo.png`` to ``runs/``
+(``--output-dir``).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class DemoConfig:
         to be timed.
       echo_shuffle_batches: the echo shuffle buffer, in batches' worth of examples.
       fixed_factor: also train and replay this fixed factor (``None``: not run). The
-        default, e = R, was the best fixed e at R=4 in the full runs (README, "Time to
+        default, e = R, was the best fixed e at R=4 in the full runs (docs/results/time_to_target.md, "Time to
         target on the modelled accelerator").
     """
 

@@ -1,8 +1,11 @@
-"""Regenerates the README's result tables from the results files, between marker comments.
+"""Regenerates every result table in the README and docs/ from the results files, between marker comments.
 
-A table in the README sits between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``;
+A table sits between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->`` in any Markdown
+file of the README or ``docs/`` (the results pages are ``docs/results/*.md``);
 ``python -m benchmarks.readme_tables`` rewrites each from ``benchmarks/results/NAME.json``
-with the renderer registered below, so no figure in the README is typed by hand.
+with the renderer registered below, so no figure in the documentation is typed by hand.
+``tests/test_readme.py`` fails when a committed table differs from what its results file
+renders (:func:`stale_tables`).
 """
 
 from __future__ import annotations
@@ -47,7 +50,20 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
 
 # Tables drawn from another table's results file.
 SOURCES = {name: "time_to_target" for name in ("time_to_target_replay", "time_to_target_best", "time_to_target_wallclock",
-                                                "time_to_target_wallclock_best")}
+                                                "time_to_target_wallclock_best", "time_to_target_commands")}
+
+
+def commands_block(document: dict) -> str:
+    """The distinct commands that filled a results file, once, as a shell block."""
+    return "```bash\n" + "\n".join(_commands(document)) + "\n```"
+
+
+def _commands(document: dict) -> list[str]:
+    runs = document["results"].get("runs", [])
+    return sorted({r["command"] for r in runs if isinstance(r, dict) and r.get("command")}) or [document["command"]]
+
+
+RENDERERS["time_to_target_commands"] = commands_block
 
 
 def machines(document: dict) -> str:
@@ -70,23 +86,50 @@ def machines(document: dict) -> str:
 
 def render(name: str, document: dict) -> str:
     """The table for one results document, with the command and machine it came from."""
-    runs = document["results"].get("runs", [])
-    # A file several invocations filled names each; its records carry their commands.
-    commands = sorted({r["command"] for r in runs if isinstance(r, dict) and r.get("command")}) or [document["command"]]
-    source = (
-        f"_From `benchmarks/results/{SOURCES.get(name, name)}.json`: {', '.join(f'`{c}`' for c in commands)} on "
-        f"{machines(document)}, TensorFlow {document['versions']['tensorflow']}, {document['created']}._"
-    )
+    if name.endswith("_commands"):
+        return RENDERERS[name](document)
+    commands = _commands(document)
+    # A file many invocations filled lists their commands once, on its page, not under every table.
+    by = f"`{commands[0]}`" if len(commands) == 1 else f"the {len(commands)} commands listed on this page"
+    source = (f"_From `benchmarks/results/{SOURCES.get(name, name)}.json`: {by}, on {machines(document)}, "
+              f"TensorFlow {document['versions']['tensorflow']}, {document['created']}._")
     return RENDERERS[name](document) + "\n\n" + source
 
 
+ROOT = README.parent
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    """The Markdown files whose tables are generated: the README and everything under docs/."""
+    return [root / "README.md"] + sorted((root / "docs").rglob("*.md"))
+
+
+def _pattern(name: str):
+    return re.compile(rf"(<!-- table:{name} -->\n)(?:.*?\n)?(<!-- /table:{name} -->)", re.DOTALL)
+
+
+def stale_tables(paths=None, results_dir: Path = results_io.RESULTS_DIR) -> list[str]:
+    """``file: table`` for every marked table that differs from what its results file renders."""
+    stale = []
+    for path in pages() if paths is None else paths:
+        text = path.read_text()
+        for name in RENDERERS:
+            match = _pattern(name).search(text)
+            source = results_dir / f"{SOURCES.get(name, name)}.json"
+            if match and source.exists():
+                expected = match.group(1) + render(name, results_io.read_results(source)) + "\n" + match.group(2)
+                if match.group(0) != expected:
+                    stale.append(f"{path.name}: {name}")
+    return stale
+
+
 def update_readme(readme: Path = README, results_dir: Path = results_io.RESULTS_DIR) -> list[str]:
-    """Rewrites every marked table whose results file exists; returns the names rewritten."""
+    """Rewrites every marked table of one Markdown file whose results file exists; returns the names rewritten."""
     text = readme.read_text()
     done = []
     for name in RENDERERS:
         path = results_dir / f"{SOURCES.get(name, name)}.json"
-        pattern = re.compile(rf"(<!-- table:{name} -->\n)(?:.*?\n)?(<!-- /table:{name} -->)", re.DOTALL)
+        pattern = _pattern(name)
         if not path.exists() or not pattern.search(text):
             continue
         table = render(name, results_io.read_results(path))
@@ -100,9 +143,13 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results-dir", type=Path, default=results_io.RESULTS_DIR,
                         help="where the results files are (default: the committed benchmarks/results/)")
-    parser.add_argument("--readme", type=Path, default=README, help="the Markdown file to rewrite (default: the README)")
+    parser.add_argument("--readme", type=Path, default=None,
+                        help="one Markdown file to rewrite (default: the README and every page under docs/)")
     args = parser.parse_args(argv)
-    print("updated:", ", ".join(update_readme(args.readme, args.results_dir)) or "nothing")
+    for page in [args.readme] if args.readme else pages():
+        done = update_readme(page, args.results_dir)
+        if done:
+            print(f"{page.relative_to(ROOT) if page.is_relative_to(ROOT) else page}: {', '.join(done)}")
 
 
 if __name__ == "__main__":

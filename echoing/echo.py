@@ -74,7 +74,7 @@ def echo(
       larger elements, ragged and sparse tensors) are echoed one at a time with
       ``flat_map``, as the paper's one-liner does and about as fast; for them the
       consumer's own work per element (padding, copying into a batch) is of the same
-      order, so a faster stage has little to gain (the README's Throughput section).
+      order, so a faster stage has little to gain (docs/results/throughput.md).
     * Cardinality: an integer factor on a dataset of known cardinality ``n`` gives
       ``factor * n``; an infinite dataset stays infinite; otherwise it is unknown.
     * ``factor == 1`` without a shuffle buffer or stats returns the dataset unchanged.

@@ -117,7 +117,7 @@ def recommend(
     measured under load (:attr:`echoing.EchoController.ratio`, or ``auto.controller.ratio``
     after a run with :class:`echoing.AutoEcho`) to :func:`echoing.measure_ratio`'s, which
     times the two halves apart: where they share a CPU, R under load can come out lower
-    or higher (the README's troubleshooting section gives the range measured on a CPU host).
+    or higher (docs/guide.md's troubleshooting gives the range measured on a CPU host).
 
     Example:
 

@@ -1,4 +1,4 @@
-"""The README's example runs, and its tables are generated from results files."""
+"""The README's and the guide's examples run, every link resolves, and every table is generated and current."""
 
 import json
 import re
@@ -16,20 +16,22 @@ def python_blocks(path: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", path.read_text(), re.DOTALL)
 
 
-def test_readme_python_examples_run(capsys):
-    blocks = python_blocks(ROOT / "README.md")
-    assert len(blocks) >= 4  # Wrap your own pipeline, the tour, AutoEcho, pipelines.
+@pytest.mark.timing  # The guide's AutoEcho example trains against sleeps.
+def test_readme_and_guide_python_examples_run(capsys):
+    blocks = [(path.name, block) for path in (ROOT / "README.md", ROOT / "docs" / "guide.md") for block in python_blocks(path)]
+    assert len(blocks) >= 5  # Wrap your own pipeline, AutoEcho; the tour, AutoEcho in fit, pipelines.
     outputs = []
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})
+    for name, block in blocks:
+        exec(compile(block, name, "exec"), {})
         outputs.append(capsys.readouterr().out)
+    blocks = [block for _, block in blocks]
     tour = next(out for block, out in zip(blocks, outputs) if "stats.fresh" in block)
     fresh, emitted = tour.split()[:2]
     assert int(fresh) == 10 and 20 <= int(emitted) <= 30
 
 
 def markdown_files() -> list[Path]:
-    return [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
+    return [ROOT / "README.md"] + sorted((ROOT / "docs").rglob("*.md"))
 
 
 def anchors_of(path: Path) -> set[str]:
@@ -40,8 +42,22 @@ def anchors_of(path: Path) -> set[str]:
 
 def test_docs_exist_and_the_readme_links_them():
     text = (ROOT / "README.md").read_text()
-    for page in ("domain.md", "choosing.md", "design.md"):
+    for page in ("guide.md", "domain.md", "choosing.md", "design.md", "results/README.md"):
         assert (ROOT / "docs" / page).exists() and f"](docs/{page})" in text
+
+
+def test_the_readme_fits_on_two_screens_and_types_no_result_by_hand():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    outside_tables = re.sub(r"<!-- table:(\w+) -->.*?<!-- /table:\1 -->", "", text, flags=re.DOTALL)
+    assert not re.search(r"\d\.\d+x", outside_tables), "a speedup typed by hand"
+
+
+def test_every_generated_table_is_current():
+    # Tables are rewritten by `python -m benchmarks.readme_tables` from benchmarks/results/.
+    assert readme_tables.stale_tables() == []
+    marked = {name for path in readme_tables.pages() for name in re.findall(r"<!-- table:(\w+) -->", path.read_text())}
+    assert {"demo", "time_to_target", "time_to_target_best", "controller_simulation", "throughput"} <= marked
 
 
 def test_every_relative_link_resolves_inside_the_repository():
@@ -62,8 +78,9 @@ def test_every_relative_link_resolves_inside_the_repository():
 
 
 def project_text_files() -> list[Path]:
-    skipped = {".git", ".venv", "runs", "__pycache__", "results"}
+    skipped = {".git", ".venv", "runs", "__pycache__"}
     return [p for p in ROOT.rglob("*") if p.is_file() and p.suffix in {".py", ".md", ".cfg", ".toml", ""}
+            and p.relative_to(ROOT).parts[:2] != ("benchmarks", "results")
             and not any(part in skipped or part.endswith(".egg-info") for part in p.relative_to(ROOT).parts)]
 
 
