@@ -15,6 +15,9 @@ from benchmarks.auto_echo import (AutoEchoBenchmarkConfig, SleepStep, StepTimes,
                                   step_rate_alone)
 from pipelines.slow_storage import RateLimiter
 
+# Rates measured against sleeps: wide margins, but a loaded machine can still move them.
+pytestmark = pytest.mark.timing
+
 CONFIG = AutoEchoBenchmarkConfig(step_seconds=0.010, batch_size=64, warmup_steps=20, fixed_steps=60)
 
 

@@ -159,11 +159,18 @@ def test_without_stats_or_a_variable_echo_sets_no_policy():
 def test_the_policy_covers_steps_after_echo_as_documented(tmp_path):
     # The documented limit: the pipeline-wide IGNORE also covers a stateful op placed after
     # the echo stage, whose state the checkpoint then does not hold. Keep those steps stateless.
-    ds = tf.data.Dataset.range(4).apply(echoing.echo(2, stats=echoing.EchoStats()))
-    after = ds.map(lambda i: tf.cast(i, tf.float32) + tf.random.uniform([]))
-    iterator = iter(after)
+    def pipeline():
+        ds = tf.data.Dataset.range(4).apply(echoing.echo(2, stats=echoing.EchoStats()))
+        return ds.map(lambda i: tf.cast(i, tf.float32) + tf.random.uniform([]))
+
+    iterator = iter(pipeline())
     next(iterator)
-    tf.train.Checkpoint(iterator=iterator).write(str(tmp_path / "ckpt"))  # Saved; the op's state is not.
+    path = tf.train.Checkpoint(iterator=iterator).write(str(tmp_path / "ckpt"))  # Saved; the op's state is not.
+    expected = float(next(iterator))
+    restored = iter(pipeline())
+    tf.train.Checkpoint(iterator=restored).read(path).assert_consumed()
+    resumed = float(next(restored))
+    assert int(resumed) == int(expected) == 0  # The echo stage resumes at the second copy of 0.
 
 
 @pytest.mark.parametrize("bad", [0.5, float("nan")])

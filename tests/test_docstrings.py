@@ -2,12 +2,15 @@
 
 The modules are found, not listed: every module of ``echoing`` and ``pipelines`` must
 carry at least one example, so a new module's examples are tested from its first commit.
-Benchmark modules are included where they have examples (commands need not).
+The benchmarks' shared parts (every module that is not a command) must carry one too;
+commands' examples run where they have them.
 """
 
 import doctest
 import importlib
+import importlib.util
 import pkgutil
+from pathlib import Path
 
 import pytest
 
@@ -22,8 +25,18 @@ def modules_of(package) -> list[str]:
     return sorted(name for name in names if not name.endswith(".__main__"))
 
 
+def is_command(name: str) -> bool:
+    """A benchmark module that runs as ``python -m``; the others are the benchmarks' shared parts."""
+    source = importlib.util.find_spec(name).origin
+    return 'if __name__ == "__main__":' in Path(source).read_text()
+
+
 LIBRARY_MODULES = modules_of(echoing) + modules_of(pipelines)
 BENCHMARK_MODULES = modules_of(benchmarks)
+# The shared parts are libraries too: each carries an example. The package's __init__ only
+# names it.
+BENCHMARK_PARTS = [name for name in BENCHMARK_MODULES if name != "benchmarks" and not is_command(name)]
+BENCHMARK_COMMANDS = [name for name in BENCHMARK_MODULES if name != "benchmarks" and is_command(name)]
 
 
 def test_discovery_finds_the_modules():
@@ -43,6 +56,18 @@ def test_every_library_module_has_examples_and_they_run(name):
     assert result.failed == 0
 
 
-@pytest.mark.parametrize("name", BENCHMARK_MODULES)
-def test_benchmark_examples_run(name):
+@pytest.mark.parametrize("name", BENCHMARK_PARTS)
+def test_every_shared_benchmark_part_has_examples_and_they_run(name):
+    result = run_examples(name)
+    assert result.attempted > 0, f"{name} has no docstring example"
+    assert result.failed == 0
+
+
+@pytest.mark.parametrize("name", BENCHMARK_COMMANDS)
+def test_benchmark_commands_examples_run(name):
     assert run_examples(name).failed == 0
+
+
+def test_the_benchmarks_split_into_shared_parts_and_commands():
+    assert {"benchmarks.replay", "benchmarks.results_io", "benchmarks.tasks", "benchmarks.training"} <= set(BENCHMARK_PARTS)
+    assert {"benchmarks.demo", "benchmarks.time_to_target", "benchmarks.controller_simulation"} <= set(BENCHMARK_COMMANDS)

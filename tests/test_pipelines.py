@@ -184,6 +184,7 @@ def test_image_eval_sees_every_example_once_without_augmentation(cache_dir):
     np.testing.assert_array_equal(batches[0][0], again)
 
 
+@pytest.mark.timing
 def test_throttled_image_read_is_rate_limited(cache_dir):
     import time
 

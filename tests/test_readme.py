@@ -147,3 +147,16 @@ def test_every_throughput_baseline_echoes_like_the_stage(name):
     ds = tf.data.Dataset.range(70).map(lambda i: (i, -i))
     echoed = [(int(a), int(b)) for a, b in ds.apply(throughput.BASELINES[name](3))]
     assert echoed == [(i, -i) for i in range(70) for _ in range(3)]
+
+
+def documented_names(page: Path, package: str) -> set[str]:
+    """The names in the first column of a page's table headed by ``package``."""
+    table = re.search(rf"^\| `{package}` \|.*?\n\n", page.read_text(), re.MULTILINE | re.DOTALL).group(0)
+    cells = [line.split("|")[1] for line in table.splitlines()[2:] if line.strip()]
+    return {re.match(r"\w+", name).group(0) for cell in cells for name in re.findall(r"`([^`]+)`", cell)}
+
+
+@pytest.mark.parametrize("package", ["echoing", "pipelines"])
+def test_the_public_names_the_guide_documents_are_the_packages_all(package):
+    module = __import__(package)
+    assert documented_names(ROOT / "docs" / "guide.md", package) == set(module.__all__)

@@ -8,6 +8,9 @@ import tensorflow as tf
 
 from pipelines.slow_storage import RateLimiter, throttle
 
+# Rates measured against sleeps: wide margins, but a loaded machine can still move them.
+pytestmark = pytest.mark.timing
+
 
 def measured_rate(dataset, warmup=5):
     iterator = iter(dataset)
