@@ -325,7 +325,8 @@ def cpu_under_load(config: CpuConfig, seed: int) -> dict:
     auto, auto_times, auto_stats = train(1.0, True)
     holds = [d for d in auto.decisions if d.phase == "hold"]
     settled = holds[0].step if holds else None
-    probe = next((d for d in auto.decisions if d.phase == "verify" and d.previous_factor == config.max_factor), None)
+    # The step's own rate: the decision that ends the probe at max_factor carries it.
+    probe = next((d for d in auto.decisions if f"e={config.max_factor:g}" in d.rates), None)
     fixed_factor = round(apart.ratio, 2)
     _, fixed_times, fixed_stats = train(fixed_factor, False)
     first = settled if settled is not None else config.steps // 2
