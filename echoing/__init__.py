@@ -13,11 +13,12 @@ from echoing.gradient_norms import microbatch_gradient_norms
 from echoing.measure import RatioMeasurement, measure_ratio
 from echoing.noise_scale import GradientNorms, NoiseScale, NoiseScaleEstimator
 from echoing.noise_scale_callback import NoiseScaleCallback
+from echoing.points import EchoPoint
 from echoing.recommend import Recommendation, recommend
 from echoing.stats import EchoStats
 
 __all__ = [
-    "echo", "EchoStats", "external_state", "service", "measure_ratio", "RatioMeasurement",
+    "echo", "EchoPoint", "EchoStats", "external_state", "service", "measure_ratio", "RatioMeasurement",
     "AutoEcho", "EchoController", "ControllerSettings", "EchoDecision", "Phase", "recommend", "Recommendation",
     "GradientNorms", "NoiseScale", "NoiseScaleEstimator", "microbatch_gradient_norms", "NoiseScaleCallback",
 ]

@@ -40,6 +40,8 @@ Example:
 'after_batch'
 >>> echoing.recommend(0.7).factor
 1.0
+>>> echoing.recommend(3.2, points=["example", "after_batch"]).placement  # A text pipeline: no augmentation.
+'example'
 >>> print(echoing.recommend(2.0, batch_size=64))  # doctest: +ELLIPSIS
 Echo before augmentation with e = 2 and an echo shuffle buffer of 320 elements.
 - R = 2: the input pipeline is 2x slower than a training step; ...
@@ -50,24 +52,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Optional, Union
+from typing import Iterable, Optional, Sequence, Union
 
 from echoing.measure import RatioMeasurement
 from echoing.noise_scale import NoiseScale, regime_of
-
-PLACEMENTS = ("none", "before_augment", "after_augment", "after_batch")
+from echoing.points import EXAMPLE_POINTS, EchoPoint
 
 # Expected share of examples that meet a copy of themselves in a batch, which the
 # example-echoing buffer is sized for (see the module docstring for the derivation).
 _TARGET_SHARED_BATCH = 0.1
 _ASSUMED_BATCH_SIZE = 32  # Keras fit's default batch size, when none is given.
-
-_PLACEMENT_WORDS = {
-    "none": "Do not echo",
-    "before_augment": "Echo before augmentation",
-    "after_augment": "Echo after augmentation",
-    "after_batch": "Echo after batching (batch echoing)",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +71,8 @@ class Recommendation:
     Attributes:
       factor: the echo factor ``e``: about R, capped at ``max_factor``; exactly 1 when
         ``R <= 1``.
-      placement: ``"before_augment"`` or ``"after_batch"`` (``"none"`` when ``e == 1``);
-        the echo point names of ``pipelines``.
+      placement: the :class:`echoing.EchoPoint` to echo at: ``BEFORE_AUGMENT`` (or the
+        pipeline's best example point) or ``AFTER_BATCH``; ``NONE`` when ``e == 1``.
       shuffle_buffer_size: for ``echoing.echo(shuffle_buffer_size=...)``: elements for
         example echoing, batches for batch echoing; 0 when not echoing.
       ratio: the R the advice rests on.
@@ -86,19 +80,19 @@ class Recommendation:
     """
 
     factor: float
-    placement: str
+    placement: EchoPoint
     shuffle_buffer_size: int
     ratio: float
     reasons: tuple[str, ...]
 
     def __str__(self) -> str:
-        unit = "batches" if self.placement == "after_batch" else "elements"
-        if self.placement == "none":
+        unit = "batches" if self.placement.echoes_batches else "elements"
+        if not self.placement.echoes:
             head = "Do not echo (e = 1)."
         else:
             buffer = (f"an echo shuffle buffer of {self.shuffle_buffer_size} {unit}" if self.shuffle_buffer_size
                       else "no echo shuffle buffer")
-            head = f"{_PLACEMENT_WORDS[self.placement]} with e = {self.factor:g} and {buffer}."
+            head = f"{self.placement.words} with e = {self.factor:g} and {buffer}."
         return "\n".join([head] + [f"- {reason}" for reason in self.reasons])
 
 
@@ -110,6 +104,7 @@ def recommend(
     max_factor: float = 8.0,
     element_bytes: Optional[int] = None,
     memory_budget_bytes: Optional[int] = None,
+    points: Optional[Sequence[Union[EchoPoint, str]]] = None,
 ) -> Recommendation:
     """Recommends an echo factor, a placement and an echo shuffle buffer size.
 
@@ -139,6 +134,9 @@ def recommend(
         for batch echoing), to state the buffer's memory and to apply the budget.
       memory_budget_bytes: the most the echo shuffle buffer may hold; needs
         ``element_bytes``.
+      points: the echo points the pipeline has (``pipelines.IMAGE_ECHO_POINTS``,
+        ``pipelines.TEXT_ECHO_POINTS``, or your own); the advice names only these.
+        ``None``: a pipeline with augmentation, which has them all.
 
     Returns:
       A :class:`Recommendation`; ``print`` it for the advice in words.
@@ -159,39 +157,49 @@ def recommend(
     _check_positive_int("memory_budget_bytes", memory_budget_bytes)
     if memory_budget_bytes is not None and element_bytes is None:
         raise ValueError(f"element_bytes: needed to apply memory_budget_bytes={memory_budget_bytes!r}; pass the bytes of one element")
+    available = _check_points(points)
 
     reasons = []
     source = " (measured apart by measure_ratio; under load on a CPU-only host it can differ either way, see AutoEcho)" if measured_apart else ""
     if r <= 1:
         reasons.append(f"R = {r:.3g}{source}: the training step is the bottleneck, so echoing cannot speed training up "
                        "(Choi et al. 2019: echoing pays only where upstream is slower than the step).")
-        return Recommendation(1.0, "none", 0, r, tuple(reasons))
+        return Recommendation(1.0, EchoPoint.NONE, 0, r, tuple(reasons))
 
     factor = round(min(r, float(max_factor)), 2)
     capped = f", capped at max_factor = {max_factor:g}" if r > max_factor else ""
     reasons.append(f"R = {r:.3g}{source}: the input pipeline is {r:.3g}x slower than a training step; e = {factor:g}{capped}, "
                    "since up to e = R the extra steps are free and e near R was best (Choi et al. 2019).")
 
-    placement = "before_augment"
-    if b_simple is None:
+    placement = next(point for point in EXAMPLE_POINTS if point in available) if set(EXAMPLE_POINTS) & available \
+        else EchoPoint.AFTER_BATCH
+    if placement is EchoPoint.AFTER_BATCH:
+        reasons.append("After batching: the pipeline has no example echo point.")
+    elif placement is not EchoPoint.BEFORE_AUGMENT:
+        reasons.append(f"At {placement.value!r}: the pipeline has no point before augmentation, and its best example point "
+                       "gives each copy its own batch mates (Choi et al. 2019, §3.3).")
+    elif b_simple is None:
         reasons.append("Before augmentation by default: each copy gets its own augmentation and batch mates, and the paper found "
                        "it at least as good as after augmentation and batch echoing (Choi et al. 2019, §3.3). Pass noise_scale "
                        "(NoiseScaleCallback.noise_scale) to weigh batch echoing.")
-    else:
+    if b_simple is not None and placement is not EchoPoint.AFTER_BATCH:
         batch_ratio = batch_size / b_simple if b_simple > 0 else math.nan
         regime = regime_of(batch_ratio)
-        if regime == "curvature-dominated":
-            placement = "after_batch"
+        if regime == "curvature-dominated" and EchoPoint.AFTER_BATCH not in available:
+            reasons.append(f"B = {batch_size} is {batch_ratio:.2g}x the noise scale B_simple = {b_simple:.3g}, where batch "
+                           "echoing would do as well, but the pipeline has no after_batch point (McCandlish et al. 2018).")
+        elif regime == "curvature-dominated":
+            placement = EchoPoint.AFTER_BATCH
             reasons.append(f"After batching: B = {batch_size} is {batch_ratio:.2g}x the noise scale B_simple = {b_simple:.3g} "
                            "(curvature-dominated, B > 2 B_simple), so a batch's gradient is close to the true one and a repeated "
                            "batch is almost as good as a fresh one (McCandlish et al. 2018); batch echoing is also the cheapest.")
         elif regime == "unknown":
-            reasons.append("Before augmentation: the noise scale is not known yet (nan), so the paper's default holds "
+            reasons.append(f"{placement.words}: the noise scale is not known yet (nan), so the paper's default holds "
                            "(Choi et al. 2019, §3.3).")
         else:
             words = ("noise-dominated, B < B_simple / 2: a repeated batch adds little" if regime == "noise-dominated"
                      else "near the critical batch size: a repeated batch is worth only part of a fresh one")
-            reasons.append(f"Before augmentation: B = {batch_size} is {batch_ratio:.2g}x the noise scale B_simple = {b_simple:.3g} "
+            reasons.append(f"{placement.words}: B = {batch_size} is {batch_ratio:.2g}x the noise scale B_simple = {b_simple:.3g} "
                            f"({words}; McCandlish et al. 2018), so echo examples, each copy augmented afresh "
                            "(Choi et al. 2019, §3.3).")
 
@@ -208,8 +216,20 @@ def recommend(
     return Recommendation(factor, placement, size, r, tuple(reasons))
 
 
-def _shuffle_buffer(factor: float, placement: str, batch_size: Optional[int]) -> tuple[int, str]:
-    if placement == "after_batch":
+def _check_points(points) -> set:
+    """The echo points a pipeline has, as ``EchoPoint`` s; all of them for ``None``."""
+    if points is None:
+        return set(EchoPoint)
+    if isinstance(points, (str, bytes)) or not isinstance(points, Iterable):
+        raise TypeError(f"points: expected a sequence of echo points, got {type(points).__name__}: {points!r:.200}")
+    available = {EchoPoint.parse(point, name="points") for point in points}
+    if not available - {EchoPoint.NONE}:
+        raise ValueError(f"points: the pipeline has no echo point to advise, got {list(points)!r}")
+    return available
+
+
+def _shuffle_buffer(factor: float, placement: EchoPoint, batch_size: Optional[int]) -> tuple[int, str]:
+    if placement.echoes_batches:
         size = math.ceil(2 * factor)
         return size, (f"An echo shuffle buffer of {size} batches spreads the copies of one batch over about {size} steps, "
                       "so the same batch rarely trains twice in a row (a larger buffer helps: Choi et al. 2019, §3.5).")

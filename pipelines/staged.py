@@ -26,14 +26,17 @@ import tensorflow as tf
 
 import echoing
 from echoing.echo import check_echo_settings
+from echoing.points import EchoPoint
 from pipelines.slow_storage import RateLimiter
 
-NONE = "none"
-EXAMPLE = "example"
-BEFORE_AUGMENT = "before_augment"
-AFTER_AUGMENT = "after_augment"
-AFTER_BATCH = "after_batch"
-PLACEMENTS = (NONE, EXAMPLE, BEFORE_AUGMENT, AFTER_AUGMENT, AFTER_BATCH)
+# The echo points are echoing's values (echoing.EchoPoint); these names are kept for
+# pipelines' users, and compare equal to the plain strings too.
+NONE = EchoPoint.NONE
+EXAMPLE = EchoPoint.EXAMPLE
+BEFORE_AUGMENT = EchoPoint.BEFORE_AUGMENT
+AFTER_AUGMENT = EchoPoint.AFTER_AUGMENT
+AFTER_BATCH = EchoPoint.AFTER_BATCH
+PLACEMENTS = tuple(EchoPoint)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,14 +62,14 @@ class EchoConfig:
         pipeline's own seed.
     """
 
-    placement: str = NONE
+    placement: EchoPoint = NONE
     factor: float = 1.0
     shuffle_buffer_size: int = 0
     seed: Optional[int] = None
 
     def __post_init__(self):
-        if self.placement not in PLACEMENTS:
-            raise ValueError(f"placement: expected one of {PLACEMENTS}, got {self.placement!r}")
+        # A name given as a plain string becomes the EchoPoint it names.
+        object.__setattr__(self, "placement", EchoPoint.parse(self.placement))
         # The same checks echoing.echo makes, with the same argument names.
         check_echo_settings(self.factor, shuffle_buffer_size=self.shuffle_buffer_size, seed=self.seed)
 
@@ -111,7 +114,7 @@ def echo_point(
       stats: counts fresh and emitted elements of the echo stage, if it is here.
     """
     if point not in PLACEMENTS or point == NONE:
-        raise ValueError(f"point: expected one of {PLACEMENTS[1:]}, got {point!r}")
+        raise ValueError(f"point: expected one of {tuple(p.value for p in PLACEMENTS[1:])}, got {point!r}")
     if config.placement != point:
         return dataset
     echo_seed = config.seed if config.seed is not None else seed

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 import echoing
+import pipelines
 from echoing.noise_scale import NoiseScale
 
 
@@ -112,3 +113,26 @@ def test_bad_arguments_raise_naming_the_argument_and_the_value(kwargs, error, me
     arguments = {"ratio": 3.0, **kwargs}
     with pytest.raises(error, match=message):
         echoing.recommend(arguments.pop("ratio"), **arguments)
+
+
+def test_it_advises_only_an_echo_point_the_pipeline_has():
+    # A text pipeline has no augmentation: its example point is "example".
+    text = echoing.recommend(3.0, batch_size=64, points=pipelines.TEXT_ECHO_POINTS)
+    assert text.placement is echoing.EchoPoint.EXAMPLE and "no point before augmentation" in str(text)
+    assert echoing.recommend(3.0, points=pipelines.IMAGE_ECHO_POINTS).placement == "before_augment"
+    # Well above the noise scale, batch echoing; only where the pipeline has the point.
+    assert echoing.recommend(3.0, batch_size=4096, noise_scale=100.0, points=["example", "after_batch"]).placement == "after_batch"
+    no_batch_point = echoing.recommend(3.0, batch_size=4096, noise_scale=100.0, points=["before_augment"])
+    assert no_batch_point.placement == "before_augment" and "no after_batch point" in str(no_batch_point)
+    only_batches = echoing.recommend(3.0, batch_size=64, points=["after_batch"])
+    assert only_batches.placement == "after_batch" and only_batches.shuffle_buffer_size == 6  # ceil(2e) batches
+
+
+@pytest.mark.parametrize("points, error, message", [
+    (["before_batch"], ValueError, "points: expected one of 'none', 'example', .*got 'before_batch'"),
+    (["none"], ValueError, "points: the pipeline has no echo point to advise"),
+    ("example", TypeError, "points: expected a sequence of echo points, got str"),
+])
+def test_bad_points_are_named(points, error, message):
+    with pytest.raises(error, match=message):
+        echoing.recommend(3.0, points=points)
