@@ -45,6 +45,7 @@ import tensorflow as tf
 
 import echoing
 from benchmarks import results_io
+from benchmarks.step_times import StepTimes, rate_between  # noqa: F401 (tests import them from here too)
 from pipelines.slow_storage import RateLimiter, throttle
 
 FEATURES = 16  # Floats per example: tiny, so that the pipeline's own CPU work is negligible.
@@ -115,17 +116,6 @@ class SleepStep(keras.Model):
         return {"slept_seconds": slept}
 
 
-class StepTimes(keras.callbacks.Callback):
-    """Records ``time.perf_counter()`` at the end of every training batch."""
-
-    def __init__(self):
-        super().__init__()
-        self.times: list[float] = []
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.times.append(time.perf_counter())
-
-
 class RateSchedule(keras.callbacks.Callback):
     """Sets a :class:`RateLimiter`'s rate at given steps: storage that gets slower or faster."""
 
@@ -147,11 +137,6 @@ def paced_dataset(limiter: RateLimiter, factor: tf.Variable, config: AutoEchoBen
     # The echo stage reads the variable live; the shuffle buffer spreads copies apart.
     ds = ds.apply(echoing.echo(factor, shuffle_buffer_size=config.shuffle_buffer_size, seed=config.seed, stats=stats))
     return ds.batch(config.batch_size).prefetch(2)
-
-
-def rate_between(times: list[float], first: int) -> float:
-    """Steps per second from the end of step ``first`` to the end of the last step."""
-    return (len(times) - 1 - first) / (times[-1] - times[first])
 
 
 def step_rate_alone(model: SleepStep, config: AutoEchoBenchmarkConfig) -> float:

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from benchmarks import results_io
 from benchmarks.tasks import TASKS, Task
-from benchmarks.auto_echo import StepTimes, rate_between
+from benchmarks.step_times import StepTimes, rate_between
 
 
 @dataclasses.dataclass(frozen=True)
