@@ -3,8 +3,8 @@
 A shared part of the benchmarks (``auto_echo`` and ``xla_check`` use it). Example:
 
 >>> times = [0.0, 0.1, 0.2, 0.4]
->>> rate_between(times, 1)  # steps 2 and 3 in 0.3 seconds
-6.666666666666667
+>>> round(rate_between(times, 1), 2)  # steps 2 and 3 in 0.3 seconds
+6.67
 """
 
 from __future__ import annotations
