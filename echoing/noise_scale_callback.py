@@ -75,6 +75,15 @@ class NoiseScaleCallback(keras.callbacks.Callback):
     def __init__(self, every_n_steps: int = 10, num_microbatches: int = 4, smoothing: float = 0.9,
                  log_dir: Optional[str] = None, verbose: int = 1):
         super().__init__()
+        backend = keras.backend.backend()
+        if backend != "tensorflow":
+            # Its gradients come from tf.GradientTape and its replicas from tf.distribute:
+            # on another backend it would fail inside Keras, mid-training.
+            raise RuntimeError(
+                f"NoiseScaleCallback: the Keras backend is {backend!r}, and this callback measures gradients with "
+                "tf.GradientTape, which needs the 'tensorflow' backend. Set KERAS_BACKEND=tensorflow for the run "
+                "that measures the noise scale, or compute the micro-batch gradient norms in your own loop and feed "
+                "them to echoing.NoiseScaleEstimator.")
         for name, value, low in (("every_n_steps", every_n_steps, 1), ("num_microbatches", num_microbatches, 2)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name}: expected an int >= {low}, got {value!r}")

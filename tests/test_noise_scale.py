@@ -342,3 +342,12 @@ def test_one_callback_serves_two_fits_and_then_another_model():
     other, _ = noisy_model_and_data(seed=1)
     other.fit(x, y, batch_size=64, epochs=1, callbacks=[callback], verbose=0)
     assert [m["step"] for m in callback.measurements][4:] == [0, 5]
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_callback_refuses_another_keras_backend_at_construction_naming_it(backend, monkeypatch):
+    import keras
+
+    monkeypatch.setattr(keras.backend, "backend", lambda: backend)
+    with pytest.raises(RuntimeError, match=rf"the Keras backend is '{backend}'.*KERAS_BACKEND=tensorflow"):
+        echoing.NoiseScaleCallback()
