@@ -34,7 +34,7 @@ import numpy as np
 
 import echoing
 from benchmarks import results_io
-from benchmarks.tasks import Task, TaskSettings
+from benchmarks.tasks import Task, TaskSettings, task_for
 from pipelines import image
 
 
@@ -80,7 +80,7 @@ def task_at(settings: CriticalBatchSettings, batch_size: int) -> Task:
 
     Without XLA, as when the committed results (benchmarks/results/critical_batch.json) ran.
     """
-    return Task(TaskSettings(
+    return task_for(TaskSettings(
         name="resnet", batch_size=batch_size,
         learning_rate=settings.base_learning_rate * batch_size / settings.base_batch_size,
         warmup_steps=max(1, math.ceil(settings.warmup_examples / batch_size)),

@@ -30,7 +30,7 @@ import numpy as np
 from benchmarks import models
 from pipelines import image, text
 from pipelines.slow_storage import RateLimiter
-from pipelines.staged import AFTER_BATCH, EchoConfig
+from pipelines.staged import AFTER_BATCH, NONE, EchoConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,46 +82,44 @@ class _Warmup(keras.optimizers.schedules.LearningRateSchedule):
 class Task:
     """One workload: settings, model, pipeline and echo points, baseline and metric.
 
+    The base holds what every task shares; :class:`ImageTask` and :class:`TextTask` hold
+    what differs (the pipeline module, the model and optimizer, the metric, what one
+    example is), so that no code outside them asks a task for its name. Build one with
+    :func:`task_for` (``TASKS`` holds the two standard ones).
+
     Args:
       settings: the task's :class:`TaskSettings`.
     """
 
+    pipeline = None  # the pipeline module: train_dataset, eval_dataset, ECHO_POINTS
+    metric_name = ""
+    higher_is_better = True
+
     def __init__(self, settings: TaskSettings):
-        if settings.name not in ("resnet", "transformer"):
-            raise ValueError(f"settings.name: expected 'resnet' or 'transformer', got {settings.name!r}")
         self.settings = settings
         self.name = settings.name
-        self._pipeline = image if settings.name == "resnet" else text
 
     def __repr__(self) -> str:
-        return f"Task({self.settings!r})"
+        return f"{type(self).__name__}({self.settings!r})"
 
     def with_settings(self, **changes) -> "Task":
         """The same task with some settings changed (smaller batches for tests, another target)."""
-        return Task(dataclasses.replace(self.settings, **changes))
+        return type(self)(dataclasses.replace(self.settings, **changes))
 
     @property
     def echo_points(self) -> tuple:
         """The pipeline's echo points, from the pipeline module itself."""
-        return tuple(self._pipeline.ECHO_POINTS)
+        return tuple(self.pipeline.ECHO_POINTS)
 
     @property
     def placements(self) -> tuple:
         """``"none"`` (the baseline) and the echo points."""
-        return ("none",) + self.echo_points
+        return (NONE,) + self.echo_points
 
     @property
     def default_point(self) -> str:
         """Where echoing goes when not told: the first example-level point (before augmentation)."""
         return self.echo_points[0]
-
-    @property
-    def higher_is_better(self) -> bool:
-        return self.name == "resnet"
-
-    @property
-    def metric_name(self) -> str:
-        return "accuracy" if self.name == "resnet" else "bits per byte"
 
     def reached(self, metric: float) -> bool:
         """Whether an evaluation meets the target."""
@@ -138,14 +136,7 @@ class Task:
     def build_model(self, jit_compile: Optional[bool] = None) -> keras.Model:
         """The compiled model; ``jit_compile`` defaults to the task's setting."""
         s = self.settings
-        if self.name == "resnet":
-            model = models.resnet_cifar(**s.model)
-            optimizer = keras.optimizers.SGD(_Warmup(s.learning_rate, s.warmup_steps), momentum=0.9)
-            metrics = ["accuracy"]
-        else:
-            model = models.transformer_lm(text.VOCAB_SIZE, **s.model)
-            optimizer = keras.optimizers.Adam(_Warmup(s.learning_rate, s.warmup_steps))
-            metrics = []
+        model, optimizer, metrics = self._model_and_optimizer()
         jit = s.jit_compile if jit_compile is None else jit_compile
         model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=metrics,
                       jit_compile=jit)
@@ -162,42 +153,130 @@ class Task:
         sequence); the config holds it as a :class:`pipelines.slow_storage.RateLimiter` of
         its own, so that a caller can lift it for the buffers' fill (:func:`fill_unthrottled`).
         """
-        if placement == "none":
+        if placement == NONE:
             echo = EchoConfig(self.default_point, 1.0)
         else:
             echo = EchoConfig(placement, factor, echo_shuffle)
         s = self.settings
-        if read_rate is not None:
-            read_rate = RateLimiter(read_rate if self.name == "resnet" else read_rate * s.model["sequence_length"])
-        common = dict(batch_size=s.batch_size, echo=echo, seed=seed, repeat=True, cache_dir=cache_dir, read_rate=read_rate)
-        if self.name == "resnet":
-            extra = {"num_train_examples": num_train_examples} if num_train_examples else {}
-            return image.ImagePipelineConfig(source=source or "shapes", num_eval_examples=s.eval_examples, **common, **extra)
-        return text.TextPipelineConfig(source=source or "stdlib", sequence_length=s.model["sequence_length"], **common)
+        limiter = RateLimiter(read_rate * self._read_units_per_example()) if read_rate is not None else None
+        common = dict(batch_size=s.batch_size, echo=echo, seed=seed, repeat=True, cache_dir=cache_dir, read_rate=limiter)
+        return self._pipeline_config(common, source, num_train_examples)
 
     def train_dataset(self, config, stats=None):
-        return self._pipeline.train_dataset(config, stats=stats)
+        return self.pipeline.train_dataset(config, stats=stats)
 
     def eval_batches(self, config) -> list:
         """The held-out set, in memory, unthrottled."""
         eval_config = dataclasses.replace(config, read_rate=None)
         # Large batches: evaluation every 25 steps must stay cheap beside training.
-        examples = self._pipeline.eval_dataset(eval_config).unbatch().take(self.settings.eval_examples)
+        examples = self.pipeline.eval_dataset(eval_config).unbatch().take(self.settings.eval_examples)
         return list(examples.batch(_EVAL_BATCH))
 
     def evaluate(self, model: keras.Model, batches: list) -> float:
-        """Validation accuracy (resnet) or bits per byte (transformer) over in-memory batches."""
-        loss, correct, count = 0.0, 0, 0
+        """The task's metric over in-memory batches (:attr:`metric_name`)."""
+        total, count = 0.0, 0
         for inputs, targets in batches:
-            logits = model.predict_on_batch(inputs)
-            if self.name == "resnet":
-                correct += int(np.sum(np.argmax(logits, axis=-1) == targets.numpy()))
-                count += len(targets)
-            else:
-                losses = keras.losses.sparse_categorical_crossentropy(targets, logits, from_logits=True)
-                loss += float(np.sum(losses))
-                count += int(np.prod(targets.shape))
-        return correct / count if self.name == "resnet" else loss / count / math.log(2)
+            batch_total, batch_count = self._score(model.predict_on_batch(inputs), targets)
+            total, count = total + batch_total, count + batch_count
+        return self._metric(total, count)
+
+    def example_batch(self):
+        """One batch of the task's shapes and dtypes, for timing a step (values do not change its cost)."""
+        raise NotImplementedError
+
+    # What a task of each kind fills in.
+
+    def _model_and_optimizer(self):
+        raise NotImplementedError
+
+    def _read_units_per_example(self) -> float:
+        raise NotImplementedError
+
+    def _pipeline_config(self, common: dict, source, num_train_examples):
+        raise NotImplementedError
+
+    def _score(self, logits, targets) -> tuple[float, int]:
+        raise NotImplementedError
+
+    def _metric(self, total: float, count: int) -> float:
+        raise NotImplementedError
+
+
+class ImageTask(Task):
+    """The ResNet on images: accuracy, higher is better; the read is throttled in records."""
+
+    pipeline = image
+    metric_name = "accuracy"
+    higher_is_better = True
+
+    def _model_and_optimizer(self):
+        s = self.settings
+        return (models.resnet_cifar(**s.model), keras.optimizers.SGD(_Warmup(s.learning_rate, s.warmup_steps), momentum=0.9),
+                ["accuracy"])
+
+    def _read_units_per_example(self) -> float:
+        return 1.0  # one record per example
+
+    def _pipeline_config(self, common, source, num_train_examples):
+        extra = {"num_train_examples": num_train_examples} if num_train_examples else {}
+        return image.ImagePipelineConfig(source=source or "shapes", num_eval_examples=self.settings.eval_examples,
+                                         **common, **extra)
+
+    def _score(self, logits, targets):
+        return float(np.sum(np.argmax(logits, axis=-1) == targets.numpy())), len(targets)
+
+    def _metric(self, total, count):
+        return total / count
+
+    def example_batch(self):
+        import tensorflow as tf
+
+        size = self.settings.batch_size
+        return tf.random.stateless_uniform([size, 32, 32, 3], [0, 0]), tf.zeros([size], tf.int64)
+
+
+class TextTask(Task):
+    """The Transformer language model on text: bits per byte, lower is better; the read is throttled in bytes."""
+
+    pipeline = text
+    metric_name = "bits per byte"
+    higher_is_better = False
+
+    def _model_and_optimizer(self):
+        s = self.settings
+        return models.transformer_lm(text.VOCAB_SIZE, **s.model), keras.optimizers.Adam(_Warmup(s.learning_rate, s.warmup_steps)), []
+
+    def _read_units_per_example(self) -> float:
+        return self.settings.model["sequence_length"]  # one byte per token
+
+    def _pipeline_config(self, common, source, num_train_examples):
+        return text.TextPipelineConfig(source=source or "stdlib", sequence_length=self.settings.model["sequence_length"],
+                                       **common)
+
+    def _score(self, logits, targets):
+        losses = keras.losses.sparse_categorical_crossentropy(targets, logits, from_logits=True)
+        return float(np.sum(losses)), int(np.prod(targets.shape))
+
+    def _metric(self, total, count):
+        return total / count / math.log(2)
+
+    def example_batch(self):
+        import tensorflow as tf
+
+        size, length = self.settings.batch_size, self.settings.model["sequence_length"]
+        tokens = tf.random.stateless_uniform([size, length], [0, 0], maxval=255, dtype=tf.int32)
+        return tokens, tokens
+
+
+# The kinds of task, by the name their settings carry.
+TASK_KINDS = {"resnet": ImageTask, "transformer": TextTask}
+
+
+def task_for(settings: TaskSettings) -> Task:
+    """The task of the kind ``settings.name`` names."""
+    if settings.name not in TASK_KINDS:
+        raise ValueError(f"settings.name: expected one of {sorted(TASK_KINDS)}, got {settings.name!r}")
+    return TASK_KINDS[settings.name](settings)
 
 
 def fill_unthrottled(config):
@@ -224,8 +303,8 @@ def fill_unthrottled(config):
 # Transformer: Adam at 1e-3 with warm-up is the usual small-LM recipe. The baseline (seed 0)
 # met the 2.5 bits-per-byte target at step 1,800 of the 3,000 budgeted in an earlier run.
 TASKS = {
-    "resnet": Task(TaskSettings("resnet", 128, 0.1, 50, 2000, 25, 2000, 0.80, {"depth": 8, "width": 16})),
-    "transformer": Task(TaskSettings(
+    "resnet": task_for(TaskSettings("resnet", 128, 0.1, 50, 2000, 25, 2000, 0.80, {"depth": 8, "width": 16})),
+    "transformer": task_for(TaskSettings(
         "transformer", 32, 1e-3, 100, 4000, 50, 256, 2.5,
         {"sequence_length": 128, "layers_count": 2, "width": 128, "heads": 4},
     )),

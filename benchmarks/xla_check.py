@@ -41,20 +41,11 @@ class XlaCheckConfig:
     repeats: int = 3
 
 
-def batch_of(settings) -> tuple[tf.Tensor, tf.Tensor]:
-    """One batch of the task's shapes and dtypes (the values do not change a step's cost)."""
-    if settings.name == "resnet":
-        return tf.random.stateless_uniform([settings.batch_size, 32, 32, 3], [0, 0]), tf.zeros([settings.batch_size], tf.int64)
-    length = settings.model["sequence_length"]
-    tokens = tf.random.stateless_uniform([settings.batch_size, length], [0, 0], maxval=255, dtype=tf.int32)
-    return tokens, tokens
-
-
 def step_rate(task: Task, jit_compile: bool, config: XlaCheckConfig) -> float:
     """Steps per second of ``fit`` on one batch held in memory, after warm-up."""
     model = task.build_model(jit_compile=jit_compile)
     times = StepTimes()
-    dataset = tf.data.Dataset.from_tensors(batch_of(task.settings)).repeat()
+    dataset = tf.data.Dataset.from_tensors(task.example_batch()).repeat()
     model.fit(dataset, steps_per_epoch=config.warmup_steps + config.steps, epochs=1, verbose=0, callbacks=[times])
     return rate_between(times.times, config.warmup_steps)
 

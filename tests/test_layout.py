@@ -51,3 +51,13 @@ def test_shared_parts_import_no_experiment():
     for name in SHARED:
         used = {m.split(".")[1] for m in modules[name] if m.startswith("benchmarks.")}
         assert used <= SHARED, f"{name} imports {sorted(used - SHARED)}"
+
+
+def test_no_code_outside_the_tasks_branches_on_a_tasks_name():
+    import re
+
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        if path.name == "tasks.py":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            assert not re.search(r"""\.name\s*[!=]=|[!=]=\s*["'](resnet|transformer)["']""", line), f"{path.name}:{number}: {line.strip()}"
