@@ -45,6 +45,7 @@ import tensorflow as tf
 
 import echoing
 from benchmarks import results_io
+from benchmarks.reporting import spread
 from benchmarks.step_times import StepTimes, rate_between  # noqa: F401 (tests import them from here too)
 from pipelines.slow_storage import RateLimiter, throttle
 
@@ -211,10 +212,6 @@ def follow(config: AutoEchoBenchmarkConfig, model: SleepStep, step_rate: float) 
 
 def summarise(repeats: list[dict], factors: list[float]) -> dict:
     """Medians and ranges over repeats of one R."""
-    def spread(values):
-        values = [v for v in values if v is not None]
-        return {"median": statistics.median(values), "min": min(values), "max": max(values)} if values else None
-
     return {
         "fixed": {f"{e:g}": spread([r["fixed"][f"{e:g}"] for r in repeats]) for e in factors},
         "best_fixed_factor": statistics.median(r["best_fixed_factor"] for r in repeats),
