@@ -44,8 +44,15 @@ Phases (:class:`Phase`):
   ``BASELINE`` measures again at factor 1.
 
 Every rate is steps over seconds (a mean, so that a lumpy input's stalls count, and so
-that batch echoing's uneven steps average out); a drop is taken as one when the median
-of the last ``drop_steps`` steps is slower than the reference by ``drift_tolerance``.
+that batch echoing's uneven steps average out). A step *waits* when it is slower than the
+reference by ``drift_tolerance``. A drop shows when the median of the last ``drop_steps``
+steps waits (smooth input), or when at least two of the last ``window_steps`` steps wait
+and their mean is slower (bursty input: a text pipeline hands over batches in bursts, so
+most steps are served at once and every few steps one waits long). The measurement after
+a drop spans ``measure_steps`` waits and ends on one, so that it holds whole bursts; a
+window of ``drain_steps`` steps slower than the reference is a drop even where no wait
+showed one. ``HOLD`` windows leave out their slowest step, so that a lone stall (an
+epoch's shuffle buffer refilling) is not taken for a slower input.
 
 **Lumpy input.** Some pipelines keep up for long stretches and then stall (a text
 pipeline refilling its shuffle buffer at each epoch): a check or a baseline then finds no
@@ -150,8 +157,9 @@ class ControllerSettings:
         rate: about 2.5x the batches the pipeline buffers after the echo stage (its
         prefetch depth plus the echo micro-batch), 60 for the default ~10 and up to 24.
       drop_steps: the last this many steps' median shows a drop (>= 1).
-      measure_steps: waiting steps measured after a drop; each costs ``R / e - 1``
-        step-times, and more average out the input's jitter (>= 2).
+      measure_steps: waits measured after a drop (on smooth input, steps; on bursty
+        input, bursts); each costs ``R / e - 1`` step-times (a burst, that times its
+        batches), and more average out the input's jitter (>= 2).
       max_corrections: how many times ``VERIFY`` may move the factor in a row.
       lumpy_window: the input is taken to be lumpy when, within this many steps of
         concluding that R had fallen below a factor, the step waits for the input at that
@@ -388,24 +396,53 @@ class EchoController:
         """BASELINE and CHECK: a lower factor shows only once the buffer has drained."""
         settings = self.settings
         durations = self._durations
-        if self._drop_start is None and len(durations) >= settings.drop_steps:
-            slow = (1 + settings.drift_tolerance) / self._reference
-            recent = durations[-settings.drop_steps:]
-            if statistics.median(d for _, d, _ in recent) > slow:
+        slow = (1 + settings.drift_tolerance) / self._reference
+        if self._drop_start is None:
+            first = self._first_waiting_step(slow)
+            if first is not None:
                 # The first waiting step waited only for the rest of a batch already in
                 # production: the measurement starts after it.
-                first = next(i for i, (_, d, _) in enumerate(recent) if d > slow)
-                self._drop_start = len(durations) - settings.drop_steps + first + 1
+                self._drop_start = first + 1
         if self._drop_start is not None:
             waiting = durations[self._drop_start:]
+            waited = [i for i, (_, d, _) in enumerate(waiting) if d > slow]
+            # Smooth input waits at every step; lumpy input waits at some and is served from
+            # a burst at the others: the measurement spans ``measure_steps`` waits, and ends
+            # on one, so that it holds whole bursts (or the longest a drain may take).
             if len(waiting) < settings.measure_steps:
                 return None
+            if len(waited) < settings.measure_steps and len(waiting) < settings.drain_steps:
+                return None
+            if len(waited) >= settings.measure_steps:
+                waiting = waiting[:waited[settings.measure_steps - 1] + 1]
             rate = _rate(waiting)
+            if rate * slow >= 1:
+                return self._after_no_drop(step)  # The waits stopped: R fell while measuring.
             self.window_rates.append((step, rate))
             return self._after_drop(step, rate)
         if since >= settings.drain_steps:
             return self._after_no_drop(step)
         return None
+
+    def _first_waiting_step(self, slow: float) -> Optional[int]:
+        """The index of the step that shows a drop, if one shows: the buffer has drained.
+
+        Smooth input: the median of the last ``drop_steps`` steps is slower than ``slow``.
+        Lumpy input (bursts, with steps served from them in between): at least two of
+        the last ``window_steps`` steps waited, and the mean over them is slower. A single
+        slow step (a hiccup of the host) is neither.
+        """
+        settings, durations = self.settings, self._durations
+        recent = durations[-settings.drop_steps:]
+        if len(recent) >= settings.drop_steps and statistics.median(d for _, d, _ in recent) > slow:
+            start = len(durations) - len(recent)
+        else:
+            recent = durations[-settings.window_steps:]
+            waits = sum(1 for _, d, _ in recent if d > slow)
+            if waits < 2 or _rate(recent) * slow >= 1:
+                return None
+            start = len(durations) - len(recent)
+        return start + next(i for i, (_, d, _) in enumerate(recent) if d > slow)
 
     def _after_drop(self, step: int, rate: float) -> EchoDecision:
         settings, low = self.settings, self.factor
@@ -414,8 +451,9 @@ class EchoController:
         self.ratio = low * self._reference / rate
         self._record_estimate(step)
         factor = self._factor_for(self.ratio)
-        # A check's few waiting steps are noisy: only a clear change moves the factor.
-        unchanged = self._held * (1 - 2 * settings.drift_tolerance) <= factor <= self._held * (1 + 2 * settings.drift_tolerance)
+        # A check's few waiting steps are noisy: only a clear fall moves the factor (a rise of
+        # R shows in HOLD as a drop of the rate at the held factor, measured over windows).
+        unchanged = self._held * (1 - 2 * settings.drift_tolerance) <= factor
         if self.phase == Phase.CHECK and unchanged:
             return self._decide(step, self._held, Phase.HOLD,
                                 f"{measured}: R is still about {self.ratio:.2f}; back to e={self._held:g}", rates)
@@ -431,6 +469,10 @@ class EchoController:
     def _after_no_drop(self, step: int) -> EchoDecision:
         settings, low = self.settings, self.factor
         rate = _rate(self._durations[-settings.window_steps:])
+        if rate * (1 + settings.drift_tolerance) < self._reference:
+            # No wait showed as a drop, yet the steps are slower: the rate says so.
+            self.window_rates.append((step, rate))
+            return self._after_drop(step, rate)
         rates = {f"e={low:g}": rate}
         waited = f"e={low:g} still gives {rate:.1f} steps/s after {settings.drain_steps} steps"
         if self.phase == Phase.CHECK:
@@ -522,7 +564,9 @@ class EchoController:
             return None
         window = self._durations[self._window_start:]
         self._window_start = len(self._durations)
-        rate = _rate(window)
+        # The slowest step left out: a lone stall (an epoch's shuffle buffer refilling, the
+        # host's hiccup) is not a change of the input's rate, and a change shows at every step.
+        rate = _rate(sorted(window, key=lambda entry: entry[1])[:-1] or window)
         self.window_rates.append((step, rate))
         change = rate / self._reference - 1
         direction = (change > settings.drift_tolerance) - (change < -settings.drift_tolerance)

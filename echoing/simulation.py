@@ -6,6 +6,9 @@ The model is the one the echo controller is designed against (:mod:`echoing.cont
   one at a time; at echo factor ``e`` a batch takes ``jitter / (e * u)`` seconds, where
   ``u`` is the rate at which the upstream delivers fresh batches and ``jitter`` a
   log-normal factor of mean 1 (0 jitter: every batch takes exactly ``1 / (e * u)``);
+  with ``burst_batches`` above 1 it makes them in bursts (a text pipeline's buckets
+  filling, a shuffle buffer's refill): ``k`` batches at once, in ``k`` batches' time,
+  ``k`` uniform in ``1 .. 2 * burst_batches - 1``;
 * a **buffer** of ``buffer_batches`` batches between them (the prefetch and whatever the
   pipeline holds after the echo stage); the producer waits while it is full;
 * a **consumer** (the training step) takes one batch per step and ``1 / s`` seconds per
@@ -66,6 +69,7 @@ class Scenario:
       stall_probability: chance that a batch stalls (a long document, a slow read), on
         top of the jitter; 0 for none.
       stall_batches: a stalled batch takes this many batches' production time.
+      burst_batches: the mean number of batches made at once (1: one at a time).
       start_full: whether the buffer is full when training starts (after a warm-up, or
         tracing the step, it is).
       seed: seeds the jitter and the stalls.
@@ -78,6 +82,7 @@ class Scenario:
     jitter: float = 0.0
     stall_probability: float = 0.0
     stall_batches: float = 10.0
+    burst_batches: int = 1
     start_full: bool = True
     seed: int = 0
 
@@ -85,7 +90,7 @@ class Scenario:
         if not callable(self.ratio):
             _check_positive("ratio", self.ratio)
         _check_positive("step_seconds", self.step_seconds)
-        for name in ("steps", "buffer_batches"):
+        for name in ("steps", "buffer_batches", "burst_batches"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
@@ -150,8 +155,16 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
     rng = random.Random(scenario.seed)
     sigma = math.sqrt(math.log1p(scenario.jitter ** 2))
 
+    burst_left = 0  # batches of the current burst still to hand over, each at once
+
     def production_seconds(step: int, e: float) -> float:
-        seconds = scenario.step_seconds * scenario.ratio_at(step) / e  # 1 / (e * u), u = s / R
+        nonlocal burst_left
+        if burst_left:
+            burst_left -= 1
+            return 0.0
+        size = rng.randint(1, 2 * scenario.burst_batches - 1) if scenario.burst_batches > 1 else 1
+        burst_left = size - 1
+        seconds = size * scenario.step_seconds * scenario.ratio_at(step) / e  # 1 / (e * u), u = s / R
         if sigma:
             seconds *= math.exp(rng.gauss(-sigma * sigma / 2, sigma))
         if scenario.stall_probability and rng.random() < scenario.stall_probability:

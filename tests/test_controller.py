@@ -117,8 +117,10 @@ def test_interrupt_keeps_a_pause_out_of_the_rate():
         now = 0.0
         for step in range(200):
             now += 0.1  # Never input-bound: every window runs at 10 steps/s.
-            if step == 150:
-                now += 30.0  # An evaluation between two training steps.
+            if step in (152, 154):
+                # Evaluations between training steps; two in a window, as a window leaves
+                # out its slowest step.
+                now += 30.0
                 if interrupt:
                     controller.interrupt()
             controller.observe(step, now)
@@ -157,6 +159,44 @@ def test_a_single_slow_step_does_not_move_the_factor():
     for step in range(101, 105):
         controller.observe(step, run.step_ends[-1] + 20.0 + (step - 100))
     assert controller.factor == held and len(controller.decisions) == decisions
+
+
+def test_lone_stalls_in_hold_do_not_raise_the_factor():
+    # An epoch's shuffle buffer refilling, once per window, below the pause threshold.
+    controller = EchoController(max_factor=8.0)
+    run = simulate(Scenario(ratio=4.0, steps=100), controller=controller)
+    held, decisions = controller.factor, len(controller.decisions)
+    now = run.step_ends[-1]
+    for step in range(100, 140):
+        now += 30.0 if step % 10 == 5 else 1.0
+        controller.observe(step, now)
+    assert controller.factor == held and len(controller.decisions) == decisions
+
+
+@pytest.mark.parametrize("ratio", [2.0, 4.0])
+def test_on_bursty_input_the_drop_shows_and_r_is_measured_over_whole_bursts(ratio):
+    # A text pipeline hands over batches in bursts (buckets filling): at e=1 most steps are
+    # served from a burst and every few steps one waits long, so no median of a few steps
+    # shows the drop; the mean does.
+    for seed in range(3):
+        controller = EchoController(max_factor=8.0)
+        simulate(Scenario(ratio=ratio, steps=300, burst_batches=3, seed=seed), controller=controller)
+        assert not any("not input-bound" in d.reason for d in controller.decisions), controller.decisions
+        measured = next(d for d in controller.decisions if "after the buffer drained" in d.reason)
+        assert measured.ratio == pytest.approx(ratio, rel=0.35), measured
+        assert holds(controller)[-1].factor >= 0.85 * ratio
+
+
+def test_it_never_calls_input_not_bound_while_the_steps_run_slower_than_the_reference():
+    # A drop that no wait showed (one long wait, then steps from a burst): the rate of the
+    # last window still tells.
+    controller = EchoController(max_factor=8.0)
+    now = 0.0
+    for step in range(200):
+        now += 25.0 if step > 20 and step % 10 == 5 else 1.0
+        controller.observe(step, now)
+    baseline_end = next(d for d in controller.decisions if d.step > 20)
+    assert "not input-bound" not in baseline_end.reason and baseline_end.factor > 1, baseline_end
 
 
 def test_the_first_call_opens_with_a_probe_and_no_estimate():
