@@ -76,7 +76,10 @@ the first step, with the defaults (``m = measure_steps`` = 3, ``check_divisor`` 
 * per check, with R unchanged: about ``(m + 2) * (check_divisor / headroom - 1)`` = 4,
   every ``P`` steps: about 5% of a run's step-times;
 * after a change of R: a rise is followed within ``patience * window_steps`` steps, a fall
-  within ``P + 2 * drain_steps`` = 160 steps.
+  within ``P + 2 * drain_steps`` = 160 steps;
+* on bursty input each measured wait is a whole burst, so the start and every check cost
+  about the mean burst (in batches) times the above, and after a check the emptied buffer
+  refills only at ``e / R - 1`` batches per step, so bursts make steps wait meanwhile.
 
 ``python -m benchmarks.controller_simulation`` measures these on the model of
 :mod:`echoing.simulation` (``benchmarks/results/controller_simulation.json``: 3.6%, 5.1%
