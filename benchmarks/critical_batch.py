@@ -34,6 +34,7 @@ import numpy as np
 
 import echoing
 from benchmarks import results_io
+from benchmarks.step_times import StepTimes
 from benchmarks.tasks import Task, TaskSettings, task_for
 from pipelines import image
 
@@ -183,15 +184,6 @@ def _median(values):
     return statistics.median(values) if values else None
 
 
-class _StepTimes(keras.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.times: list[float] = []
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.times.append(time.perf_counter())
-
-
 def measure_overhead(settings: CriticalBatchSettings, *, batch_size: int = 128, steps: int = 100, repeats: int = 5,
                      skip: int = 10, cache_dir=None) -> dict:
     """Seconds per step with and without the callback, alternated on one model, in-memory batches."""
@@ -206,7 +198,7 @@ def measure_overhead(settings: CriticalBatchSettings, *, batch_size: int = 128, 
     per_step = {"without": [], "with": []}
     for repeat in range(repeats + 1):  # The first round warms up (tracing) and is not kept.
         for name, extra in (("without", []), ("with", [callback])):
-            timer = _StepTimes()
+            timer = StepTimes()
             model.fit(in_memory, steps_per_epoch=steps, epochs=1, callbacks=[timer, *extra], shuffle=False, verbose=0)
             if repeat:
                 times = timer.times[skip:]
@@ -218,24 +210,29 @@ def measure_overhead(settings: CriticalBatchSettings, *, batch_size: int = 128, 
 
 
 def run(settings: CriticalBatchSettings, output: Path, *, overhead: bool = True, cache_dir=None, log=print) -> dict:
-    """Runs every batch size and seed not already in ``output``, then the overhead; returns the results."""
-    results = results_io.read_results(output)["results"] if output.exists() else {"runs": []}
-    runs = results["runs"]
-    document_settings = {"experiment": dataclasses.asdict(settings)}
+    """Runs every batch size and seed not already in ``output``, then the overhead; returns the results.
+
+    Each run is written as it ends (:class:`benchmarks.results_io.ResultsFile`), so an
+    interrupted sweep resumes where it stopped.
+    """
+    results = results_io.ResultsFile(output, {"experiment": dataclasses.asdict(settings)}, key=_run_key)
     for seed in settings.seeds:
         for batch_size in settings.batch_sizes:
-            if any(r["batch_size"] == batch_size and r["seed"] == seed for r in runs):
+            if results.done(_run_key({"batch_size": batch_size, "seed": seed})):
                 continue
             log(f"B={batch_size} seed={seed} (learning rate {task_at(settings, batch_size).settings.learning_rate:g})")
-            runs.append(train_at_batch_size(settings, batch_size, seed, cache_dir=cache_dir, log=log))
-            results["summary"] = summarise(runs)
-            results_io.write_results(output.stem, document_settings, results, output.parent)
-    if overhead and "overhead" not in results:
-        results["overhead"] = measure_overhead(settings, cache_dir=cache_dir)
-        log(f"callback overhead at every {settings.noise_every_steps} steps: {results['overhead']['overhead']:+.1%}")
-    results["summary"] = summarise(runs)
-    results_io.write_results(output.stem, document_settings, results, output.parent)
-    return results
+            results.add(train_at_batch_size(settings, batch_size, seed, cache_dir=cache_dir, log=log))
+            results.save_extra("summary", summarise(results.runs))
+    if overhead and "overhead" not in results.extra:
+        measured = measure_overhead(settings, cache_dir=cache_dir)
+        results.save_extra("overhead", measured)
+        log(f"callback overhead at every {settings.noise_every_steps} steps: {measured['overhead']:+.1%}")
+    results.save_extra("summary", summarise(results.runs))
+    return {"runs": results.runs, **results.extra}
+
+
+def _run_key(record: dict) -> str:
+    return f"B={record['batch_size']} seed={record['seed']}"
 
 
 def table(document: dict) -> str:

@@ -1,6 +1,7 @@
 """Timing a Keras ``fit`` from outside the model: step end times, and the rate between two of them.
 
-A shared part of the benchmarks (``auto_echo``, ``auto_echo_cpu`` and ``xla_check`` use it). Example:
+A shared part of the benchmarks (``auto_echo``, ``auto_echo_cpu``, ``critical_batch`` and ``xla_check`` use
+it). Example:
 
 >>> times = [0.0, 0.1, 0.2, 0.4]
 >>> round(rate_between(times, 1), 2)  # steps 2 and 3 in 0.3 seconds
