@@ -107,6 +107,8 @@ import numbers
 import statistics
 from typing import Optional
 
+from echoing._checks import check_int, check_number
+
 
 class Phase(str, enum.Enum):
     """What the controller is doing (a ``str``, so ``phase == "hold"`` holds too)."""
@@ -196,30 +198,27 @@ class ControllerSettings:
     verbose: int = 0
 
     def __post_init__(self):
-        _check_number("max_factor", self.max_factor, low=1.0)
-        _check_number("initial_factor", self.initial_factor, low=1.0)
+        check_number("max_factor", self.max_factor, low=1.0)
+        check_number("initial_factor", self.initial_factor, low=1.0)
         if self.initial_factor > self.max_factor:
             raise ValueError(f"initial_factor: expected a number in [1, max_factor={self.max_factor!r}], "
                              f"got {self.initial_factor!r}")
-        _check_number("headroom", self.headroom, low=0.0, low_inclusive=False)
-        _check_number("min_gain", self.min_gain, low=0.0)
-        _check_number("drift_tolerance", self.drift_tolerance, low=0.0, low_inclusive=False)
-        if not self.drift_tolerance < 1:
-            raise ValueError(f"drift_tolerance: expected a number in (0, 1), got {self.drift_tolerance!r}")
-        _check_number("check_divisor", self.check_divisor, low=1.0, low_inclusive=False)
-        _check_number("pause_factor", self.pause_factor, low=1.0, low_inclusive=False)
-        _check_int("settle_steps", self.settle_steps, low=0)
-        _check_int("window_steps", self.window_steps, low=1)
-        _check_int("windows", self.windows, low=1)
-        _check_int("patience", self.patience, low=1)
-        _check_int("drain_steps", self.drain_steps, low=1)
-        _check_int("drop_steps", self.drop_steps, low=1)
-        _check_int("measure_steps", self.measure_steps, low=2)
-        _check_int("max_corrections", self.max_corrections, low=0)
-        _check_int("lumpy_window", self.lumpy_window, low=0)
-        _check_int("lumpy_estimates", self.lumpy_estimates, low=1)
-        if self.check_every_steps is not None:
-            _check_int("check_every_steps", self.check_every_steps, low=1)
+        check_number("headroom", self.headroom, low=0.0, low_open=True)
+        check_number("min_gain", self.min_gain, low=0.0)
+        check_number("drift_tolerance", self.drift_tolerance, low=0.0, high=1.0, low_open=True, high_open=True)
+        check_number("check_divisor", self.check_divisor, low=1.0, low_open=True)
+        check_number("pause_factor", self.pause_factor, low=1.0, low_open=True)
+        check_int("settle_steps", self.settle_steps, low=0)
+        check_int("window_steps", self.window_steps, low=1)
+        check_int("windows", self.windows, low=1)
+        check_int("patience", self.patience, low=1)
+        check_int("drain_steps", self.drain_steps, low=1)
+        check_int("drop_steps", self.drop_steps, low=1)
+        check_int("measure_steps", self.measure_steps, low=2)
+        check_int("max_corrections", self.max_corrections, low=0)
+        check_int("lumpy_window", self.lumpy_window, low=0)
+        check_int("lumpy_estimates", self.lumpy_estimates, low=1)
+        check_int("check_every_steps", self.check_every_steps, low=1, none_ok=True)
         if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
             raise ValueError(f"verbose: expected 0 or 1, got {self.verbose!r}")
 
@@ -696,18 +695,3 @@ def _rate(durations) -> float:
     steps = sum(n for _, _, n in durations)
     seconds = sum(d * n for _, d, n in durations)
     return steps / seconds
-
-
-def _check_number(name, value, *, low, low_inclusive=True):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected a number, got {type(value).__name__}: {value!r}")
-    ok = math.isfinite(value) and (value >= low if low_inclusive else value > low)
-    if not ok:
-        raise ValueError(f"{name}: expected a finite number {'>=' if low_inclusive else '>'} {low:g}, got {value!r}")
-
-
-def _check_int(name, value, *, low):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected an int >= {low}, got {type(value).__name__}: {value!r}")
-    if value < low:
-        raise ValueError(f"{name}: expected an int >= {low}, got {value!r}")

@@ -10,6 +10,7 @@ from typing import Callable, Optional, Union
 import tensorflow as tf
 
 from echoing import external_state, service
+from echoing._checks import check_int
 from echoing.stats import EchoStats
 
 Factor = Union[int, float, tf.Variable]
@@ -153,7 +154,7 @@ def check_echo_settings(factor, *, shuffle_buffer_size=0, seed=None) -> None:
       TypeError, ValueError: for an argument of the wrong type or value, naming it.
     """
     _check_factor(factor)
-    _check_shuffle_buffer_size(shuffle_buffer_size)
+    check_int("shuffle_buffer_size", shuffle_buffer_size, low=0)
     _check_seed(seed)
 
 
@@ -303,13 +304,6 @@ def _check_factor(factor) -> None:
 def _check_factor_value(value: float, name: str) -> None:
     if not math.isfinite(value) or value < 1:
         raise ValueError(f"{name}: the echo factor must be finite and >= 1, got {value!r}")
-
-
-def _check_shuffle_buffer_size(size) -> None:
-    if isinstance(size, bool) or not isinstance(size, numbers.Integral):
-        raise TypeError(f"shuffle_buffer_size: expected a non-negative int, got {type(size).__name__}: {size!r:.200}")
-    if size < 0:
-        raise ValueError(f"shuffle_buffer_size: expected a non-negative int, got {size!r}")
 
 
 def _check_seed(seed) -> None:

@@ -31,6 +31,7 @@ from typing import Callable, Optional
 import keras
 import tensorflow as tf
 
+from echoing._checks import check_int
 from echoing.noise_scale import GradientNorms
 
 
@@ -68,12 +69,11 @@ def microbatch_gradient_norms(
       ``big_batch = k * (B // k)`` (summed over replicas under ``tf.distribute``).
 
     Raises:
-      ValueError: ``num_microbatches`` is not an int >= 2, or the model has no compiled
+      TypeError, ValueError: ``num_microbatches`` is not an int >= 2; ValueError: the model has no compiled
         loss and no ``loss_fn`` is given, or (static batch size) the batch does not split.
       tf.errors.InvalidArgumentError: the batch size, known only at run time, does not split.
     """
-    if isinstance(num_microbatches, bool) or not isinstance(num_microbatches, int) or num_microbatches < 2:
-        raise ValueError(f"num_microbatches: expected an int >= 2, got {num_microbatches!r}")
+    check_int("num_microbatches", num_microbatches, low=2)
     if loss_fn is None and not getattr(model, "compiled", False):
         raise ValueError(f"model: {model.name!r} is not compiled; compile it with a loss or pass loss_fn")
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)

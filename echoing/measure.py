@@ -9,6 +9,8 @@ from typing import Any, Callable, Union
 
 import tensorflow as tf
 
+from echoing._checks import check_int
+
 TrainStep = Union[Callable[[Any], Any], "keras.Model"]  # noqa: F821
 
 
@@ -99,9 +101,9 @@ def measure_ratio(
     Returns:
       A :class:`RatioMeasurement`.
     """
-    for name, value, low in (("batches", batches, 1), ("warmup", warmup, 0), ("repeats", repeats, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name}: expected an int >= {low}, got {value!r}")
+    check_int("batches", batches, low=1)
+    check_int("warmup", warmup, low=0)
+    check_int("repeats", repeats, low=1)
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(f"dataset: expected a tf.data.Dataset, got {type(dataset).__name__}")
     step = _step_function(train_step)

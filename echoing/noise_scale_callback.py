@@ -35,6 +35,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
+from echoing._checks import check_int
 from echoing.gradient_norms import microbatch_gradient_norms
 from echoing.noise_scale import GradientNorms, NoiseScale, NoiseScaleEstimator
 
@@ -84,9 +85,8 @@ class NoiseScaleCallback(keras.callbacks.Callback):
                 "tf.GradientTape, which needs the 'tensorflow' backend. Set KERAS_BACKEND=tensorflow for the run "
                 "that measures the noise scale, or compute the micro-batch gradient norms in your own loop and feed "
                 "them to echoing.NoiseScaleEstimator.")
-        for name, value, low in (("every_n_steps", every_n_steps, 1), ("num_microbatches", num_microbatches, 2)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name}: expected an int >= {low}, got {value!r}")
+        check_int("every_n_steps", every_n_steps, low=1)
+        check_int("num_microbatches", num_microbatches, low=2)
         self.every_n_steps = every_n_steps
         self.num_microbatches = num_microbatches
         self.estimator = NoiseScaleEstimator(smoothing)

@@ -54,6 +54,7 @@ import math
 import numbers
 from typing import Iterable, Optional, Sequence, Union
 
+from echoing._checks import check_int, check_number
 from echoing.measure import RatioMeasurement
 from echoing.noise_scale import NoiseScale, regime_of
 from echoing.points import EXAMPLE_POINTS, EchoPoint
@@ -145,16 +146,13 @@ def recommend(
       TypeError, ValueError: for an argument of the wrong type or value, naming it.
     """
     r, measured_apart = _check_ratio(ratio)
-    _check_positive_int("batch_size", batch_size)
+    check_int("batch_size", batch_size, low=1, none_ok=True)
     b_simple = _check_noise_scale(noise_scale)
     if b_simple is not None and batch_size is None:
         raise ValueError(f"batch_size: needed to compare the batch with noise_scale={b_simple!r}; pass the training batch size")
-    if isinstance(max_factor, bool) or not isinstance(max_factor, numbers.Real):
-        raise TypeError(f"max_factor: expected a number >= 1, got {type(max_factor).__name__}: {max_factor!r}")
-    if not math.isfinite(max_factor) or max_factor < 1:
-        raise ValueError(f"max_factor: expected a finite number >= 1, got {max_factor!r}")
-    _check_positive_int("element_bytes", element_bytes)
-    _check_positive_int("memory_budget_bytes", memory_budget_bytes)
+    check_number("max_factor", max_factor, low=1)
+    check_int("element_bytes", element_bytes, low=1, none_ok=True)
+    check_int("memory_budget_bytes", memory_budget_bytes, low=1, none_ok=True)
     if memory_budget_bytes is not None and element_bytes is None:
         raise ValueError(f"element_bytes: needed to apply memory_budget_bytes={memory_budget_bytes!r}; pass the bytes of one element")
     available = _check_points(points)
@@ -264,12 +262,3 @@ def _check_noise_scale(noise_scale) -> Optional[float]:
     if not math.isnan(value) and (not math.isfinite(value) or value <= 0):
         raise ValueError(f"noise_scale: expected a positive finite B_simple (or nan while unknown), got {noise_scale!r}")
     return value
-
-
-def _check_positive_int(name: str, value) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected a positive int or None, got {type(value).__name__}: {value!r:.200}")
-    if value < 1:
-        raise ValueError(f"{name}: expected a positive int or None, got {value!r}")

@@ -41,6 +41,8 @@ import random
 from collections import deque
 from typing import Callable, Optional, Protocol, Union
 
+from echoing._checks import check_int, check_number
+
 
 class Controller(Protocol):
     """What :func:`simulate` drives: :class:`echoing.EchoController` has this shape."""
@@ -88,21 +90,18 @@ class Scenario:
 
     def __post_init__(self):
         if not callable(self.ratio):
-            _check_positive("ratio", self.ratio)
-        _check_positive("step_seconds", self.step_seconds)
-        for name in ("steps", "buffer_batches", "burst_batches"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
-        if not (isinstance(self.jitter, (int, float)) and 0 <= self.jitter < 10):
-            raise ValueError(f"jitter: expected a coefficient of variation in [0, 10), got {self.jitter!r}")
-        if not (isinstance(self.stall_probability, (int, float)) and 0 <= self.stall_probability < 1):
-            raise ValueError(f"stall_probability: expected a probability in [0, 1), got {self.stall_probability!r}")
-        _check_positive("stall_batches", self.stall_batches)
+            check_number("ratio", self.ratio, low=0, low_open=True)
+        check_number("step_seconds", self.step_seconds, low=0, low_open=True)
+        check_int("steps", self.steps, low=1)
+        check_int("buffer_batches", self.buffer_batches, low=1)
+        check_int("burst_batches", self.burst_batches, low=1)
+        check_number("jitter", self.jitter, low=0, high=10, high_open=True)  # A coefficient of variation.
+        check_number("stall_probability", self.stall_probability, low=0, high=1, high_open=True)
+        check_number("stall_batches", self.stall_batches, low=0, low_open=True)
 
     def ratio_at(self, step: int) -> float:
         ratio = self.ratio(step) if callable(self.ratio) else self.ratio
-        _check_positive("ratio", ratio)
+        check_number("ratio", ratio, low=0, low_open=True)
         return float(ratio)
 
 
@@ -149,9 +148,7 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
     Returns:
       a :class:`Run`.
     """
-    _check_positive("factor", factor)
-    if factor < 1:
-        raise ValueError(f"factor: expected a number >= 1, got {factor!r}")
+    check_number("factor", factor, low=1)
     rng = random.Random(scenario.seed)
     sigma = math.sqrt(math.log1p(scenario.jitter ** 2))
 
@@ -199,8 +196,3 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
     decisions = list(getattr(controller, "decisions", [])) if controller is not None else []
     return Run(seconds=now, step_ends=step_ends, factors=factors, batch_factors=batch_factors, ratios=ratios,
                decisions=decisions)
-
-
-def _check_positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name}: expected a positive finite number, got {value!r}")

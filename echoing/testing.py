@@ -39,11 +39,12 @@ from typing import Callable, Iterable, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from echoing._checks import check_int, check_number
 from echoing.simulation import Scenario, simulate  # noqa: F401 (re-exported)
 from echoing.stats import EchoStats
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Pipeline:
     """What :func:`assert_restores_at_every_break_point` rebuilds at every break point.
 
@@ -80,8 +81,7 @@ def assert_restores_at_every_break_point(make: Callable[[], Pipeline], break_poi
     expected = _values(iter(pipeline.dataset))
     counts = _counts(pipeline.stats)
     for k in break_points:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ValueError(f"break_points: expected ints >= 0, got {k!r}")
+        check_int("break_points (each)", k, low=0)
         if k > len(expected):
             continue
         pipeline = _checked(make())
@@ -114,8 +114,7 @@ def assert_echo_contract(inputs: Iterable, outputs: Sequence, factor: float) -> 
     Traceback (most recent call last):
     AssertionError: element 2 came out 1 times; at factor 2 each comes out 2 times
     """
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor >= 1 or math.isinf(factor):
-        raise ValueError(f"factor: expected a finite number >= 1, got {factor!r}")
+    check_number("factor", factor, low=1)
     counts = collections.Counter(_key(x) for x in outputs)
     inputs = [_key(x) for x in inputs]
     low, high = math.floor(factor), math.ceil(factor)
@@ -149,10 +148,8 @@ def throttled_range(rate: float, count: Optional[int] = None) -> tf.data.Dataset
     >>> time.perf_counter() - start > 0.03  # 5 elements at 100 per second, the first at once
     True
     """
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
-        raise ValueError(f"rate: expected a positive finite number of elements per second, got {rate!r}")
-    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
-        raise ValueError(f"count: expected an int >= 0 or None, got {count!r}")
+    check_number("rate", rate, low=0, low_open=True)  # Elements per second.
+    check_int("count", count, low=0, none_ok=True)
     pace = _Pace(float(rate))
     ds = tf.data.Dataset.range(count) if count is not None else tf.data.Dataset.range(2 ** 62)
     return ds.map(lambda i: i + tf.numpy_function(pace.admit, [], tf.int64, stateful=True))

@@ -100,13 +100,13 @@ def test_str_reads_as_advice():
     ({"ratio": "3"}, TypeError, r"ratio: expected a float R or an echoing.RatioMeasurement, got str: '3'"),
     ({"ratio": -1.0}, ValueError, r"ratio: expected a positive finite R, got -1.0"),
     ({"ratio": math.inf}, ValueError, r"ratio: expected a positive finite R, got inf"),
-    ({"batch_size": 0}, ValueError, r"batch_size: expected a positive int or None, got 0"),
-    ({"batch_size": 12.5}, TypeError, r"batch_size: expected a positive int or None, got float: 12.5"),
+    ({"batch_size": 0}, ValueError, r"batch_size: expected an int >= 1 or None, got 0"),
+    ({"batch_size": 12.5}, TypeError, r"batch_size: expected an int >= 1 or None, got float: 12.5"),
     ({"noise_scale": -5.0, "batch_size": 8}, ValueError, r"noise_scale: expected a positive finite B_simple .* got -5.0"),
     ({"noise_scale": "big", "batch_size": 8}, TypeError, r"noise_scale: .* got str: 'big'"),
     ({"noise_scale": 100.0}, ValueError, r"batch_size: needed to compare the batch with noise_scale=100.0"),
     ({"max_factor": 0.5}, ValueError, r"max_factor: expected a finite number >= 1, got 0.5"),
-    ({"element_bytes": 0}, ValueError, r"element_bytes: expected a positive int or None, got 0"),
+    ({"element_bytes": 0}, ValueError, r"element_bytes: expected an int >= 1 or None, got 0"),
     ({"memory_budget_bytes": 10}, ValueError, r"element_bytes: needed to apply memory_budget_bytes=10"),
 ])
 def test_bad_arguments_raise_naming_the_argument_and_the_value(kwargs, error, message):

@@ -81,9 +81,9 @@ def test_the_contract_compares_structured_elements():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: testing.assert_echo_contract([1], [1], factor=0.5), "factor: expected a finite number >= 1, got 0.5"),
-    (lambda: testing.throttled_range(rate=0), "rate: expected a positive finite number"),
+    (lambda: testing.throttled_range(rate=0), "rate: expected a finite number > 0, got 0"),
     (lambda: testing.throttled_range(rate=10, count=-1), "count: expected an int >= 0 or None, got -1"),
-    (lambda: testing.assert_restores_at_every_break_point(lambda: echoed(2), [-1], "/tmp"), "break_points: expected ints >= 0"),
+    (lambda: testing.assert_restores_at_every_break_point(lambda: echoed(2), [-1], "/tmp"), r"break_points \(each\): expected an int >= 0, got -1"),
 ])
 def test_bad_arguments_name_themselves(call, message):
     with pytest.raises(ValueError, match=message):
