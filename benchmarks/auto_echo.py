@@ -48,7 +48,7 @@ from pipelines.slow_storage import RateLimiter, throttle
 FEATURES = 16  # Floats per example: tiny, so that the pipeline's own CPU work is negligible.
 
 
-@dataclass
+@dataclass(frozen=True)
 class AutoEchoBenchmarkConfig:
     """Settings of one run.
 

@@ -27,7 +27,7 @@ from benchmarks import results_io
 from benchmarks.step_times import StepTimes, rate_between
 
 
-@dataclass
+@dataclass(frozen=True)
 class CpuConfig:
     """Settings of the run.
 

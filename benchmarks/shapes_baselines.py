@@ -23,7 +23,7 @@ from benchmarks import models, results_io
 from pipelines import image
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class BaselineConfig:
     """Settings of the baseline comparison.
 

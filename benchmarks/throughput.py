@@ -57,7 +57,7 @@ DISTINCT_IMAGES = 2048
 CONSUMER_BATCH = 256
 
 
-@dataclass
+@dataclass(frozen=True)
 class ThroughputConfig:
     """Settings of one throughput run.
 

@@ -82,7 +82,7 @@ class RunConfig:
         return f"{self.mode} {self.task} {self.placement} e={factor} shuffle={self.echo_shuffle}{ratio} seed={self.seed}"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class BenchmarkPlan:
     """What a benchmark invocation runs.
 
