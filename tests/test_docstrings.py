@@ -49,7 +49,12 @@ def run_examples(name):
     return doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
 
 
-@pytest.mark.parametrize("name", LIBRARY_MODULES)
+# Examples that run a sleep-paced loop and print what a controller decided on it.
+TIMED_EXAMPLES = {"echoing.auto_echo"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.timing) if name in TIMED_EXAMPLES else name
+                                  for name in LIBRARY_MODULES])
 def test_every_library_module_has_examples_and_they_run(name):
     result = run_examples(name)
     assert result.attempted > 0, f"{name} has no docstring example"
