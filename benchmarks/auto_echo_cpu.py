@@ -86,7 +86,7 @@ def cpu_under_load(config: CpuConfig, seed: int) -> dict:
     holds = [d for d in auto.decisions if d.phase == "hold"]
     settled = holds[0].step if holds else None
     # The step's own rate: the decision that ends the probe at max_factor carries it.
-    probe = next((d for d in auto.decisions if f"e={config.max_factor:g}" in d.rates), None)
+    probe = next((d for d in auto.decisions if d.rate_at(config.max_factor) is not None), None)
     fixed_factor = round(apart.ratio, 2)
     _, fixed_times, fixed_stats = train(fixed_factor, False)
     first = settled if settled is not None else config.steps // 2
@@ -97,7 +97,7 @@ def cpu_under_load(config: CpuConfig, seed: int) -> dict:
         "upstream_seconds_per_batch": apart.upstream_seconds,
         "read_rate": read_rate,
         "ratio_under_load": holds[0].ratio if holds else None,
-        "step_seconds_under_load": None if probe is None else 1 / probe.rates[f"e={config.max_factor:g}"],
+        "step_seconds_under_load": None if probe is None else 1 / probe.rate_at(config.max_factor),
         "auto_factor": holds[0].factor if holds else None,
         "auto_settled_step": settled,
         "auto_rate": rate_between(auto_times.times, first - 1),

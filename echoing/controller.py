@@ -224,6 +224,14 @@ class ControllerSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class MeasuredRate:
+    """A step rate a decision rests on: ``steps_per_second`` measured at echo ``factor``."""
+
+    factor: float
+    steps_per_second: float
+
+
+@dataclasses.dataclass(frozen=True)
 class EchoDecision:
     """One decision of an :class:`EchoController`.
 
@@ -233,9 +241,11 @@ class EchoDecision:
       previous_factor: the factor before it.
       phase: the :class:`Phase` the controller entered.
       reason: one sentence, with the measured rates behind it.
-      rates: the step rates (steps per second) the decision rests on, keyed by the
-        factor they were measured at, e.g. ``{"e=1": 24.6, "e=4.4": 99.1}``, or by their
-        role: ``"reference"`` (the rate where the step is the bottleneck).
+      rates: the step rates the decision rests on, each a :class:`MeasuredRate` (the
+        factor it was measured at and the steps per second); :meth:`rate_at` finds one.
+      reference_rate: the step's own rate (steps per second where the step, not the
+        input, is the bottleneck) as the controller knows it after this decision; ``nan``
+        before the opening probe ends.
       ratio: the estimate of R under load after this decision (``nan`` when unknown).
     """
 
@@ -244,8 +254,13 @@ class EchoDecision:
     previous_factor: float
     phase: Phase
     reason: str
-    rates: dict
+    rates: tuple
+    reference_rate: float
     ratio: float
+
+    def rate_at(self, factor: float) -> Optional[float]:
+        """The steps per second measured at ``factor`` for this decision, or ``None``."""
+        return next((r.steps_per_second for r in self.rates if r.factor == factor), None)
 
     def __str__(self) -> str:
         return (f"step {self.step}: echo factor {self.previous_factor:g} -> {self.factor:g} ({self.phase.value}): "
@@ -348,9 +363,9 @@ class EchoController:
         if not self.decisions:
             self._last = (step, timestamp)
             if self.settings.max_factor == 1:
-                return self._decide(step, 1.0, Phase.HOLD, "max_factor is 1: nothing to choose", {})
+                return self._decide(step, 1.0, Phase.HOLD, "max_factor is 1: nothing to choose")
             return self._decide(step, self.factor, Phase.PROBE,
-                                f"measuring the step's own rate at e={self.factor:g}, where the input is outrun", {})
+                                f"measuring the step's own rate at e={self.factor:g}, where the input is outrun")
         previous, self._last = self._last, (step, timestamp)
         if previous is None:
             return None  # After an interrupt: the time since the last step was not training.
@@ -448,7 +463,7 @@ class EchoController:
 
     def _after_drop(self, step: int, rate: float) -> EchoDecision:
         settings, low = self.settings, self.factor
-        rates = {f"e={low:g}": rate, "reference": self._reference}
+        rates = [(low, rate)]
         measured = f"after the buffer drained, e={low:g} gives {rate:.1f} steps/s against {self._reference:.1f}"
         self.ratio = low * self._reference / rate
         self._record_estimate(step)
@@ -475,7 +490,7 @@ class EchoController:
             # No wait showed as a drop, yet the steps are slower: the rate says so.
             self.window_rates.append((step, rate))
             return self._after_drop(step, rate)
-        rates = {f"e={low:g}": rate}
+        rates = [(low, rate)]
         waited = f"e={low:g} still gives {rate:.1f} steps/s after {settings.drain_steps} steps"
         if self.phase == Phase.CHECK:
             self._fell = (step, low)
@@ -501,7 +516,7 @@ class EchoController:
             # The start: at max_factor the input is outrun (unless R > max_factor) and the
             # buffer fills, so this is the step's own rate, whatever the buffer held before.
             self._reference = rate
-            rates = {f"e={settings.max_factor:g}": rate}
+            rates = [(settings.max_factor, rate)]
             if settings.initial_factor > 1:
                 self._corrections = 0
                 return self._decide(step, settings.initial_factor, Phase.VERIFY,
@@ -511,7 +526,7 @@ class EchoController:
                                 f"the step runs {rate:.1f} steps/s at e={settings.max_factor:g}; measuring e=1 once "
                                 "the buffer drains", rates)
         base_factor, base_rate = self._base
-        rates = {f"e={base_factor:g}": base_rate, f"e={settings.max_factor:g}": rate}
+        rates = [(base_factor, base_rate), (settings.max_factor, rate)]
         gain = rate / base_rate
         measured = f"e={settings.max_factor:g} gives {rate:.1f} steps/s against {base_rate:.1f} at e={base_factor:g}"
         self._reference = max(rate, base_rate)
@@ -532,7 +547,7 @@ class EchoController:
 
     def _after_verify(self, step: int, rate: float) -> EchoDecision:
         settings, factor = self.settings, self.factor
-        rates = {f"e={factor:g}": rate, "reference": self._reference}
+        rates = [(factor, rate)]
         tolerance = settings.drift_tolerance
         if self._corrections < settings.max_corrections:
             # Where the step is the bottleneck the buffer absorbs the input's jitter and the
@@ -586,14 +601,14 @@ class EchoController:
             self._held = self.factor
             return self._decide(step, low, Phase.CHECK,
                                 f"checking whether R has fallen: does e={low:g} drop below {self._reference:.1f} "
-                                "steps/s once the buffer drains?", {f"e={self.factor:g}": self._reference})
+                                "steps/s once the buffer drains?", [(self.factor, self._reference)])
         return None
 
     def _on_drift(self, step: int, rate: float) -> EchoDecision:
         """The rate moved at the held factor: the input or the step got slower or faster."""
         settings, factor = self.settings, self.factor
         moved = f"the step rate moved {rate / self._reference - 1:+.0%} from {self._reference:.1f} to {rate:.1f} steps/s at e={factor:g}"
-        rates = {f"e={factor:g}": rate, "reference": self._reference}
+        rates = [(factor, rate)]
         if rate > self._reference:
             # The step got faster: where the rate saturated it shows only in part, so R
             # may have grown; a probe tells.
@@ -661,7 +676,7 @@ class EchoController:
         self._phase_step = self._last_step
 
     def _keep(self, step: int, reason: str) -> EchoDecision:
-        return self._decide(step, self.factor, self.phase, reason, {}, enter=False)
+        return self._decide(step, self.factor, self.phase, reason, enter=False)
 
     def _enter(self, step: int) -> None:
         self._phase_step = step
@@ -671,11 +686,13 @@ class EchoController:
         self._drift_rates: list[float] = []
         self._drift_direction = 0
 
-    def _decide(self, step, factor, phase, reason, rates, *, enter=True) -> EchoDecision:
+    def _decide(self, step, factor, phase, reason, rates=(), *, enter=True) -> EchoDecision:
         if self._note:
             reason, self._note = f"{reason}; {self._note}", ""
+        measured = tuple(MeasuredRate(float(at), round(rate, 3)) for at, rate in rates)
+        reference = round(self._reference, 3) if math.isfinite(self._reference) else math.nan
         decision = EchoDecision(step=step, factor=float(factor), previous_factor=self.factor, phase=Phase(phase),
-                                reason=reason, rates={k: round(v, 3) for k, v in rates.items()}, ratio=self.ratio)
+                                reason=reason, rates=measured, reference_rate=reference, ratio=self.ratio)
         self.decisions.append(decision)
         self.factor, self.phase = float(factor), Phase(phase)
         if enter:

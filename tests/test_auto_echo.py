@@ -89,7 +89,7 @@ def test_e1_is_measured_only_once_the_probe_batches_have_left_the_pipeline(model
     # No echo shuffle buffer, so that all 8 batches of the first e=8 micro-batch flow out.
     config = AutoEchoBenchmarkConfig(**{**CONFIG.__dict__, "shuffle_buffer_size": 0})
     model.fit(paced_dataset(limiter, factor, config), steps_per_epoch=80, epochs=1, verbose=0, callbacks=[auto])
-    baseline = auto.decisions[2].rates["e=1"]
+    baseline = auto.decisions[2].rate_at(1.0)
     assert baseline < 0.4 * step_rate, [str(d) for d in auto.decisions]  # About step_rate / 4.
 
 
@@ -117,7 +117,7 @@ def test_fit_logs_history_decisions_tensorboard_and_sentences(tmp_path, capsys):
     phases = [d.phase for d in auto.decisions]
     assert phases[:2] == ["probe", "baseline"] and "verify" in phases and "hold" in phases, phases
     assert all(d.reason and d.step > 0 for d in auto.decisions)
-    assert "e=1" in auto.decisions[2].rates  # The measurement at e=1 that gave R.
+    assert auto.decisions[2].rate_at(1.0) is not None  # The measurement at e=1 that gave R.
 
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("echo factor: step ")]
     assert len(printed) == len(auto.decisions)

@@ -36,7 +36,7 @@ def test_the_opening_probe_gives_the_step_rate_whatever_the_buffer_held_and_few_
     measured, held = controller.decisions[2], controller.decisions[3]
     steps = zip([0.0] + run.step_ends, run.step_ends[:held.step])
     waited = sum(1 for start, end in steps if end - start > 1.5)
-    assert measured.rates["reference"] == pytest.approx(1.0)  # s = 1 step per second
+    assert measured.reference_rate == pytest.approx(1.0)  # s = 1 step per second
     assert controller.ratio == pytest.approx(6.0, rel=0.05)
     # Until it holds: the few waiting steps that measure u, the batch made at the old
     # factor, and with an empty buffer the opening probe's first two batches.
@@ -232,12 +232,15 @@ def test_decisions_carry_step_factor_rates_reason_and_ratio():
     simulate(Scenario(ratio=4.0, steps=200), controller=controller)
     measured = controller.decisions[2]
     assert measured.previous_factor == 1.0 and measured.phase == "verify"
-    assert measured.rates["e=1"] == pytest.approx(0.25, rel=0.05)
-    assert measured.rates["reference"] == pytest.approx(1.0)
+    assert measured.rate_at(1.0) == pytest.approx(0.25, rel=0.05)
+    assert measured.reference_rate == pytest.approx(1.0)
     assert measured.ratio == pytest.approx(4.0, rel=0.05)
     assert str(measured).startswith(f"step {measured.step}: echo factor 1 -> {measured.factor:g} (verify): ")
     assert all(d.phase in PHASES for d in controller.decisions)
     assert math.isnan(EchoController().ratio)
+    # Rates are typed values, keyed by nothing parsed: the factor is a field.
+    assert [(r.factor, type(r.steps_per_second)) for r in measured.rates] == [(1.0, float)]
+    assert measured.rate_at(2.0) is None and math.isnan(controller.decisions[0].reference_rate)
 
 
 def test_verbose_prints_one_sentence_per_decision(capsys):
