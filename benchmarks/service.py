@@ -101,7 +101,7 @@ def step_rate(target: str, factor: float, config: ServiceBenchmarkConfig, job: s
 
 
 def run(config: ServiceBenchmarkConfig, output) -> dict:
-    rates: dict[str, list[float]] = {}
+    rates: dict[tuple[int, float], list[float]] = {}  # (workers, factor) -> steps/s per repeat
     for repeat in range(config.repeats):
         for workers in config.worker_counts:
             dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
@@ -111,10 +111,10 @@ def run(config: ServiceBenchmarkConfig, output) -> dict:
                        for _ in range(workers)]
             try:
                 for factor in config.factors:
-                    key = f"workers={workers}/e={factor:g}"
-                    rate = step_rate(dispatcher.target, factor, config, job=f"{key}/{repeat}")
-                    rates.setdefault(key, []).append(rate)
-                    print(f"repeat {repeat} {key}: {rate:.1f} steps/s (bound {config.bound(workers, factor):.1f})")
+                    name = f"workers={workers}/e={factor:g}"  # A job name and a log line, never parsed.
+                    rate = step_rate(dispatcher.target, factor, config, job=f"{name}/{repeat}")
+                    rates.setdefault((workers, factor), []).append(rate)
+                    print(f"repeat {repeat} {name}: {rate:.1f} steps/s (bound {config.bound(workers, factor):.1f})")
             finally:
                 for worker in started:
                     worker.stop()
@@ -122,11 +122,11 @@ def run(config: ServiceBenchmarkConfig, output) -> dict:
     # What one worker really delivers (sleep overshoot and per-element transfer cost take
     # their share), measured in this run: the model's rates scale from it.
     fewest = min(config.worker_counts)
-    per_worker = statistics.median(rates[f"workers={fewest}/e=1"]) / fewest if 1.0 in config.factors else None
+    per_worker = statistics.median(rates[(fewest, 1.0)]) / fewest if 1.0 in config.factors else None
     rows = []
     for workers in config.worker_counts:
         for factor in config.factors:
-            values = rates[f"workers={workers}/e={factor:g}"]
+            values = rates[(workers, factor)]
             model = None if per_worker is None else min(workers * per_worker * factor, 1 / config.step_seconds)
             rows.append({"workers": workers, "factor": factor, "rates": values, "median": statistics.median(values),
                          "min": min(values), "max": max(values), "nominal_bound": config.bound(workers, factor),
