@@ -175,3 +175,16 @@ def test_an_iterator_over_a_distributed_dataset_cannot_be_checkpointed_as_docume
     fresh = iter(tf.data.Dataset.range(10).apply(echoing.service.distribute("distributed_epoch", cluster.target)))
     with pytest.raises(tf.errors.UnimplementedError, match="SaveInternal is not yet supported"):
         tf.train.Checkpoint(iterator=fresh).read(path)
+
+
+def test_the_service_benchmark_records_a_row_per_worker_count_and_factor(tmp_path):
+    from benchmarks import service as bench
+
+    config = bench.ServiceBenchmarkConfig(worker_counts=(1,), factors=(1, 2.0), warmup_seconds=0.2, seconds=0.5,
+                                          repeats=1)
+    document = bench.run(config, tmp_path / "service.json")
+    rows = document["results"]["rows"]
+    assert [(r["workers"], r["factor"]) for r in rows] == [(1, 1), (1, 2.0)]
+    assert all(len(r["rates"]) == 1 and r["median"] > 0 for r in rows)
+    assert document["results"]["steps_per_second_per_worker_at_e1"] == rows[0]["median"]
+    assert (tmp_path / "service.json").exists()
