@@ -41,8 +41,9 @@ def spread(values: list) -> Optional[dict]:
             "values": [float(v) for v in present]}
 
 
-def _group_key(config: dict) -> str:
-    return json.dumps({k: v for k, v in config.items() if k != "seed"}, sort_keys=True)
+def _group_key(config: dict) -> tuple:
+    """A configuration without its seed, as a value: the seeds of one configuration share it."""
+    return tuple(sorted((k, v) for k, v in config.items() if k != "seed"))
 
 
 def _baseline_of(config: dict) -> dict:
@@ -63,7 +64,7 @@ def rows(document: dict, mode: str, fields: tuple) -> list[dict]:
         groups.setdefault(_group_key(record["config"]), []).append(record)
     out = []
     for key, members in groups.items():
-        row = {**json.loads(key), "runs": len(members), "reached": sum(bool(r["reached"]) for r in members)}
+        row = {**dict(key), "runs": len(members), "reached": sum(bool(r["reached"]) for r in members)}
         for field in fields:
             row[field] = spread([r.get(field) if r["reached"] else None for r in members])
             ratios = []
