@@ -247,6 +247,7 @@ def best_rows(document: dict, mode: str = "replay") -> list[dict]:
                     "best_speedup": _inverse(best["seconds_in_steps_vs_baseline"]),
                     "auto_speedup": _inverse(auto["seconds_in_steps_vs_baseline"]) if auto else None,
                     "auto_held_factor": auto.get("held_factor") if auto else None,
+                    "auto_reached": auto["reached"] if auto else None, "auto_runs": auto["runs"] if auto else None,
                     "auto_time_vs_best": spread(versus), "auto_time_per_step_vs_best": spread(per_step),
                     "auto_steps_vs_best": spread(steps)})
     return out
@@ -254,12 +255,14 @@ def best_rows(document: dict, mode: str = "replay") -> list[dict]:
 
 def best_table(document: dict, mode: str = "replay") -> str:
     """Markdown: per R, the best fixed e's speedup, AutoEcho's, and AutoEcho's time over the best's (same seed)."""
-    lines = ["| task | R | best fixed e (echo shuffle) | its speedup | AutoEcho speedup | e AutoEcho held | "
-             "AutoEcho time / best fixed e's | = time per step / best's | x steps / best's |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| task | R | best fixed e (echo shuffle) | its speedup | AutoEcho reached | AutoEcho speedup | "
+             "e AutoEcho held | AutoEcho time / best fixed e's | = time per step / best's | x steps / best's |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in best_rows(document, mode):
+        reached = "-" if r["auto_runs"] is None else f"{r['auto_reached']}/{r['auto_runs']}"
         lines.append(f"| {r['task']} | {r['ratio']:g} | {r['best_factor']:g} ({r['best_echo_shuffle']}) | "
-                     f"{_fmt(r['best_speedup'], '.2f', ratio=True)} | {_fmt(r['auto_speedup'], '.2f', ratio=True)} | "
+                     f"{_fmt(r['best_speedup'], '.2f', ratio=True)} | {reached} | "
+                     f"{_fmt(r['auto_speedup'], '.2f', ratio=True)} | "
                      f"{_fmt(r['auto_held_factor'], '.1f')} | {_fmt(r['auto_time_vs_best'], '.2f')} | "
                      f"{_fmt(r.get('auto_time_per_step_vs_best'), '.2f')} | {_fmt(r.get('auto_steps_vs_best'), '.2f')} |")
     return "\n".join(lines)

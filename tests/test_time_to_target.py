@@ -237,7 +237,7 @@ def test_best_fixed_factor_and_auto_echo_against_it_seed_by_seed():
     # Seed 1 needed 600 steps against the best's 500: its 1.1 is 1.2x the steps at 0.917x the time per step.
     assert row["auto_steps_vs_best"]["values"] == pytest.approx([1.0, 1.2])
     assert row["auto_time_per_step_vs_best"]["values"] == pytest.approx([1.1, 1.1 / 1.2])
-    assert "| resnet | 4 | 4 (1024) | 3.50x (3.00-4.00) |" in reporting.best_table({"results": {"runs": runs}})
+    assert "| resnet | 4 | 4 (1024) | 3.50x (3.00-4.00) | 2/2 |" in reporting.best_table({"results": {"runs": runs}})
 
 
 def test_wallclock_tables_take_seconds_against_the_same_seed_and_show_r_under_load():
