@@ -19,6 +19,7 @@ Example (a tiny ResNet run's pieces; the embedded data is generated on first use
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import dataclasses
 import math
@@ -79,7 +80,7 @@ class _Warmup(keras.optimizers.schedules.LearningRateSchedule):
         return {"peak": self.peak, "steps": self.steps}
 
 
-class Task:
+class Task(abc.ABC):
     """One workload: settings, model, pipeline and echo points, baseline and metric.
 
     The base holds what every task shares; :class:`ImageTask` and :class:`TextTask` hold
@@ -180,27 +181,31 @@ class Task:
             total, count = total + batch_total, count + batch_count
         return self._metric(total, count)
 
+    @abc.abstractmethod
     def example_batch(self):
         """One batch of the task's shapes and dtypes, for timing a step (values do not change its cost)."""
-        raise NotImplementedError
 
     # What a task of each kind fills in.
 
+    @abc.abstractmethod
     def _model_and_optimizer(self):
-        raise NotImplementedError
+        """(model, optimizer, Keras metrics) of the task."""
 
+    @abc.abstractmethod
     def _read_units_per_example(self) -> float:
-        raise NotImplementedError
+        """Units the throttled read counts per example (records, bytes)."""
 
+    @abc.abstractmethod
     def _pipeline_config(self, common: dict, source, num_train_examples):
-        raise NotImplementedError
+        """The pipeline's config from the settings every task shares."""
 
+    @abc.abstractmethod
     def _score(self, logits, targets) -> tuple[float, int]:
-        raise NotImplementedError
+        """(sum of the metric's terms, their count) over one batch."""
 
+    @abc.abstractmethod
     def _metric(self, total: float, count: int) -> float:
-        raise NotImplementedError
-
+        """The metric from the summed terms."""
 
 class ImageTask(Task):
     """The ResNet on images: accuracy, higher is better; the read is throttled in records."""
