@@ -6,10 +6,11 @@
 """
 
 from echoing.auto_echo import AutoEcho
+from echoing.consumption import ConsumedExamples
 from echoing.controller import ControllerSettings, EchoController, EchoDecision, Phase
 from echoing import external_state, service
 from echoing.echo import echo
-from echoing.gradient_norms import microbatch_gradient_norms
+from echoing.gradient_norms import microbatch_gradient_norms, stateless_microbatch_gradient_norms
 from echoing.measure import RatioMeasurement, measure_ratio
 from echoing.noise_scale import GradientNorms, NoiseScale, NoiseScaleEstimator
 from echoing.noise_scale_callback import NoiseScaleCallback
@@ -18,8 +19,9 @@ from echoing.recommend import Recommendation, recommend
 from echoing.stats import EchoStats
 
 __all__ = [
-    "echo", "EchoPoint", "EchoStats", "external_state", "service", "measure_ratio", "RatioMeasurement",
+    "echo", "EchoPoint", "EchoStats", "ConsumedExamples", "external_state", "service", "measure_ratio", "RatioMeasurement",
     "AutoEcho", "EchoController", "ControllerSettings", "EchoDecision", "Phase", "recommend", "Recommendation",
-    "GradientNorms", "NoiseScale", "NoiseScaleEstimator", "microbatch_gradient_norms", "NoiseScaleCallback",
+    "GradientNorms", "NoiseScale", "NoiseScaleEstimator", "microbatch_gradient_norms", "stateless_microbatch_gradient_norms",
+    "NoiseScaleCallback",
 ]
 __version__ = "0.1.0"

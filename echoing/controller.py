@@ -100,6 +100,7 @@ Example, on a simulated loop with R = 4 (a step of 10 ms, a batch of fresh input
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import math
@@ -174,6 +175,12 @@ class ControllerSettings:
       pause_factor: a step longer than this many reference steps is taken as a pause
         the loop did not announce (an evaluation, a checkpoint): left out of every
         measurement and logged.
+      implausible_pauses: this many pauses within 200 steps are not pauses but wrong
+        timestamps: most steps look far shorter than a step and every few dozen one looks
+        far longer. That is a loop that timestamps the moment a step is *dispatched*
+        under asynchronous dispatch (JAX), whose dispatch stalls whenever the queue of
+        steps in flight is full. The controller then measures nothing and keeps the
+        factor until the pattern stops, and says so (:attr:`EchoController.implausible`).
       verbose: 1 prints each decision as one sentence.
     """
 
@@ -195,6 +202,7 @@ class ControllerSettings:
     lumpy_window: int = 500
     lumpy_estimates: int = 5
     pause_factor: float = 100.0
+    implausible_pauses: int = 3
     verbose: int = 0
 
     def __post_init__(self):
@@ -208,6 +216,7 @@ class ControllerSettings:
         check_number("drift_tolerance", self.drift_tolerance, low=0.0, high=1.0, low_open=True, high_open=True)
         check_number("check_divisor", self.check_divisor, low=1.0, low_open=True)
         check_number("pause_factor", self.pause_factor, low=1.0, low_open=True)
+        check_int("implausible_pauses", self.implausible_pauses, low=2)
         check_int("settle_steps", self.settle_steps, low=0)
         check_int("window_steps", self.window_steps, low=1)
         check_int("windows", self.windows, low=1)
@@ -301,6 +310,10 @@ class EchoController:
       decisions: every :class:`EchoDecision` so far.
       window_rates: ``(step, steps per second)`` at the end of every window measured in
         ``HOLD``, and of every measurement in the other phases.
+      lumpy: whether the input was found lumpy (see the module docstring).
+      implausible: whether the step times were ever implausible (see
+        ``implausible_pauses`` in :class:`ControllerSettings`): the loop's timestamps were
+        wrong, and the factor was kept while they were.
 
     Raises:
       TypeError, ValueError: for a setting of the wrong type or value, naming it.
@@ -333,6 +346,8 @@ class EchoController:
         self._estimates: list[tuple[int, float]] = []  # (step, R) measured where the step waited for the input
         self._fell: Optional[tuple[int, float]] = None  # (step, factor) of the last conclusion "R <= factor"
         self.lumpy = False
+        self.implausible = False
+        self._pauses: collections.deque = collections.deque()  # Steps at which a pause was seen.
         self._note = ""  # said once, in the next decision's reason
         self._enter(0)
 
@@ -376,10 +391,25 @@ class EchoController:
                                     "not measured, keeping the factor")
         duration = elapsed / steps
         typical = self._typical_duration()
+        while self._pauses and self._pauses[0] <= step - _IMPLAUSIBLE_WINDOW_STEPS:
+            self._pauses.popleft()
         if typical is not None and duration > self.settings.pause_factor * typical:
             self._restart_measurement()
+            self._pauses.append(step)
+            if len(self._pauses) >= self.settings.implausible_pauses:
+                self.implausible = True
+                return self._keep(step, f"implausible step times: {len(self._pauses)} steps within "
+                                        f"{_IMPLAUSIBLE_WINDOW_STEPS} took over {self.settings.pause_factor:g}x the "
+                                        f"typical {typical:.3g} s (this one {duration:.3g} s): the timestamps do not "
+                                        "time the steps (a JAX loop must block on the step's result, e.g. "
+                                        "jax.block_until_ready, before timestamping; a loop that pauses must call "
+                                        "interrupt() first); keeping the factor and measuring nothing until it stops")
             return self._keep(step, f"a step took {duration:.3g} s, {duration / typical:.0f}x the typical "
                                     f"{typical:.3g} s: taken as a pause (call interrupt() before one), not measured")
+        if len(self._pauses) >= self.settings.implausible_pauses:
+            # Between the stalls of a dispatch queue the steps look far too fast: not measured.
+            self._restart_measurement()
+            return None
         self._durations.append((step, duration, steps))
         return self._on_step(step)
 
@@ -702,6 +732,12 @@ class EchoController:
         if self.settings.verbose:
             print(f"echo factor: {decision}")
         return decision
+
+
+# Pauses are counted over this many steps: an unannounced evaluation or checkpoint comes
+# far less often; a JAX dispatch queue stalls every few dozen steps (examples/jax_loop.py
+# --no-block: about every 50 steps on this machine).
+_IMPLAUSIBLE_WINDOW_STEPS = 200
 
 
 def _rate(durations) -> float:

@@ -36,7 +36,7 @@ import keras
 import tensorflow as tf
 
 from echoing._checks import check_int
-from echoing.gradient_norms import microbatch_gradient_norms
+from echoing.gradient_norms import SUPPORTED_BACKENDS, microbatch_gradient_norms, stateless_microbatch_gradient_norms
 from echoing.noise_scale import GradientNorms, NoiseScale, NoiseScaleEstimator
 
 
@@ -67,24 +67,24 @@ class NoiseScaleCallback(keras.callbacks.Callback):
       estimator: the :class:`echoing.noise_scale.NoiseScaleEstimator`, carried across
         ``fit`` calls (``estimator.reset()`` to forget).
 
-    Works under ``tf.distribute`` strategies whose replicas run in one process
-    (``MirroredStrategy``, including logical CPU devices): each replica measures its share
-    and the norms are all-reduced. Not with ``model.fit`` replaced by a custom loop:
-    there, call :func:`echoing.gradient_norms.microbatch_gradient_norms` yourself.
+    Backends: Keras 3's TensorFlow, JAX and PyTorch backends, each measuring with its
+    own differentiation (see :mod:`echoing.gradient_norms`); the three agree to float
+    precision (``tests/test_backends.py``). On TensorFlow it works under ``tf.distribute``
+    strategies whose replicas run in one process (``MirroredStrategy``, including logical
+    CPU devices): each replica measures its share and the norms are all-reduced. On JAX
+    it refuses a ``keras.distribution`` at construction. Not with ``model.fit`` replaced
+    by a custom loop: there, call :func:`echoing.microbatch_gradient_norms` (or, inside a
+    jitted JAX step, :func:`echoing.stateless_microbatch_gradient_norms`) yourself.
+
+    Raises:
+      RuntimeError: at construction, on a backend other than those three, or on JAX with
+        a ``keras.distribution`` set.
     """
 
     def __init__(self, every_n_steps: int = 10, num_microbatches: int = 4, smoothing: float = 0.9,
                  log_dir: Optional[str] = None, verbose: int = 1):
         super().__init__()
-        backend = keras.backend.backend()
-        if backend != "tensorflow":
-            # Its gradients come from tf.GradientTape and its replicas from tf.distribute:
-            # on another backend it would fail inside Keras, mid-training.
-            raise RuntimeError(
-                f"NoiseScaleCallback: the Keras backend is {backend!r}, and this callback measures gradients with "
-                "tf.GradientTape, which needs the 'tensorflow' backend. Set KERAS_BACKEND=tensorflow for the run "
-                "that measures the noise scale, or compute the micro-batch gradient norms in your own loop and feed "
-                "them to echoing.NoiseScaleEstimator.")
+        self._backend = _check_backend("NoiseScaleCallback")
         check_int("every_n_steps", every_n_steps, low=1)
         check_int("num_microbatches", num_microbatches, low=2)
         self.every_n_steps = every_n_steps
@@ -105,35 +105,81 @@ class NoiseScaleCallback(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         model = self.model
+        _check_backend("NoiseScaleCallback")
         steps_per_execution = int(getattr(model, "steps_per_execution", 1) or 1)
         if steps_per_execution != 1:
             raise ValueError(f"steps_per_execution: NoiseScaleCallback needs the model compiled with steps_per_execution=1, "
                              f"got {steps_per_execution}")
+        self._next_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+        self._due = False
+        self._pending = None
+        # fit has built its training function; build a second one that measures first, and
+        # choose between them before each step.
+        if model.train_function is getattr(self, "_plain_function", None):
+            return  # Same training function as the last fit: keep the measuring one built for it.
+        self._plain_function = model.train_function
+        if self._backend == "tensorflow":
+            self._measuring_function = self._tensorflow_measuring_function()
+        elif self._backend == "jax":
+            self._measuring_function = self._jax_measuring_function()
+        else:
+            self._measuring_function = self._torch_measuring_function()
+
+    def _tensorflow_measuring_function(self):
+        """The measurement inside the step's own ``tf.function``, so that it runs on each replica.
+
+        No branch inside one function: under ``tf.distribute`` an all-reduce may not sit
+        inside control flow. The norms reach Python through four variables.
+        """
+        model = self.model
         if not hasattr(self, "_norms"):
             with model.distribute_strategy.scope():
                 # One replica's value is kept: after the all-reduce all replicas hold the same.
                 self._norms = [tf.Variable(0.0, trainable=False, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                                for _ in range(4)]
-        # fit has built its training function; build a second one that measures first, and
-        # choose between them before each step. No branch inside one function: under
-        # tf.distribute an all-reduce may not sit inside control flow.
-        if model.train_function is getattr(self, "_plain_function", None):
-            self._next_step = int(model.optimizer.iterations.numpy())
-            return  # Same training function as the last fit: keep the measuring one built for it.
-        self._plain_function = model.train_function
         own_step = model.__dict__.get("train_step")  # An instance override, if any.
         model.train_step = self._measuring_train_step(model.train_step)
         try:
             model.make_train_function(force=True)
-            self._measuring_function = model.train_function
+            return model.train_function
         finally:
             if own_step is None:
                 del model.train_step
             else:
                 model.train_step = own_step
             model.train_function = self._plain_function
-        self._next_step = int(model.optimizer.iterations.numpy())
-        self._due = False
+
+    def _jax_measuring_function(self):
+        """A jitted, stateless measurement on the step's state and batch, then the usual step.
+
+        Keras's JAX ``fit`` passes the weights as state and a batch iterator to its
+        training function; the measurement reads both before the step updates them.
+        """
+        import jax
+
+        model, k, plain = self.model, self.num_microbatches, self._plain_function
+        measure = jax.jit(lambda state, data: stateless_microbatch_gradient_norms(
+            model, state[0], state[1], data, k, optimizer_variables=state[2], metrics_variables=state[3],
+            drop_remainder=True))
+
+        def measuring_function(state, iterator):
+            data = next(iterator)
+            self._pending = measure(state, data) if _examples(data) >= k else None
+            return plain(state, iter((data,)))
+
+        return measuring_function
+
+    def _torch_measuring_function(self):
+        """The eager measurement on the step's batch, then the usual step (Keras's PyTorch ``fit`` is eager)."""
+        model, k, plain = self.model, self.num_microbatches, self._plain_function
+
+        def measuring_function(data):
+            batch = data[0]
+            self._pending = (microbatch_gradient_norms(model, batch, k, drop_remainder=True)
+                             if _examples(batch) >= k else None)
+            return plain(data)
+
+        return measuring_function
 
     def _measuring_train_step(self, train_step):
         model, k = self.model, self.num_microbatches
@@ -168,7 +214,13 @@ class NoiseScaleCallback(keras.callbacks.Callback):
         if not self._due:
             return
         self.model.train_function = self._plain_function
-        small, big, b_small, b_big = (float(v.numpy()) for v in self._norms)
+        if self._backend == "tensorflow":
+            small, big, b_small, b_big = (float(v.numpy()) for v in self._norms)
+        elif self._pending is not None:
+            small, big, b_small, b_big = (float(v) for v in self._pending)
+            self._pending = None
+        else:
+            b_big = 0
         if b_big == 0:
             return  # The batch had fewer than num_microbatches examples.
         estimate = self.estimator.update(GradientNorms(small, big, b_small, b_big))
@@ -223,3 +275,23 @@ class NoiseScaleCallback(keras.callbacks.Callback):
             for name, value in values.items():
                 if not math.isnan(value):
                     tf.summary.scalar(f"noise_scale/{name}", value)
+
+
+def _check_backend(owner: str) -> str:
+    """The Keras backend, if this callback supports it there; otherwise an error naming it."""
+    backend = keras.backend.backend()
+    if backend not in SUPPORTED_BACKENDS:
+        raise RuntimeError(f"{owner}: the Keras backend {backend!r} is not supported; set KERAS_BACKEND to one of "
+                           f"{SUPPORTED_BACKENDS} for the run that measures the noise scale")
+    if backend == "jax" and keras.distribution.distribution() is not None:
+        # The measuring function is jitted without the distribution's shardings.
+        raise RuntimeError(f"{owner}: a keras.distribution ({type(keras.distribution.distribution()).__name__}) is set "
+                           "on the JAX backend, which this callback does not support; measure the noise scale in a run "
+                           "on one device, or call echoing.stateless_microbatch_gradient_norms in your own step")
+    return backend
+
+
+def _examples(data) -> int:
+    """The number of examples in a batch ``(x, y[, sample_weight])``."""
+    x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
+    return int(keras.tree.flatten(x)[0].shape[0])

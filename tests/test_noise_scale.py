@@ -344,10 +344,12 @@ def test_one_callback_serves_two_fits_and_then_another_model():
     assert [m["step"] for m in callback.measurements][4:] == [0, 5]
 
 
-@pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_the_callback_refuses_another_keras_backend_at_construction_naming_it(backend, monkeypatch):
+@pytest.mark.parametrize("backend", ["numpy", "openvino"])
+def test_the_callback_refuses_an_unsupported_keras_backend_at_construction_naming_it(backend, monkeypatch):
     import keras
 
     monkeypatch.setattr(keras.backend, "backend", lambda: backend)
-    with pytest.raises(RuntimeError, match=rf"the Keras backend is '{backend}'.*KERAS_BACKEND=tensorflow"):
+    with pytest.raises(RuntimeError, match=rf"the Keras backend '{backend}' is not supported.*'tensorflow', 'jax', 'torch'"):
         echoing.NoiseScaleCallback()
+    with pytest.raises(RuntimeError, match=rf"the Keras backend '{backend}' is not supported"):
+        echoing.microbatch_gradient_norms(keras.Sequential([keras.layers.Dense(1)]), None, 2, loss_fn=lambda y, p: 0.0)
