@@ -152,7 +152,7 @@ def throttled_range(rate: float, count: Optional[int] = None) -> tf.data.Dataset
     check_int("count", count, low=0, none_ok=True)
     pace = _Pace(float(rate))
     ds = tf.data.Dataset.range(count) if count is not None else tf.data.Dataset.range(2 ** 62)
-    return ds.map(lambda i: i + tf.numpy_function(pace.admit, [], tf.int64, stateful=True))
+    return ds.map(lambda i: i + tf.ensure_shape(tf.numpy_function(pace.admit, [], tf.int64, stateful=True), []))
 
 
 class _Pace:

@@ -140,6 +140,39 @@ def test_a_pause_it_was_not_told_about_is_logged_and_does_not_raise_the_factor()
     assert controller.observe(201, run.step_ends[-1] + 501.0) is None  # Measuring resumes.
 
 
+def dispatch_timestamps(steps, dispatch=0.0003, stall=0.2, queue=16):
+    """What a JAX loop that timestamps at dispatch records: fast steps, and a long stall whenever the queue fills."""
+    now, times = 0.0, []
+    for step in range(steps):
+        now += stall if step and step % queue == 0 else dispatch
+        times.append(now)
+    return times
+
+
+def test_timestamps_taken_at_dispatch_are_called_implausible_and_the_factor_is_kept():
+    controller = EchoController(max_factor=8.0)
+    for step, timestamp in enumerate(dispatch_timestamps(400)):
+        controller.observe(step, timestamp)
+    flagged = next(i for i, d in enumerate(controller.decisions) if "implausible" in d.reason)
+    assert controller.implausible
+    assert "jax.block_until_ready" in controller.decisions[flagged].reason
+    # From then on the factor does not move while the stalls go on.
+    assert {d.factor for d in controller.decisions[flagged:]} == {controller.decisions[flagged].previous_factor}
+
+
+def test_a_rare_pause_is_not_implausible():
+    controller = EchoController(max_factor=8.0)
+    run = simulate(Scenario(ratio=4.0, steps=300), controller=controller)
+    end = run.step_ends[-1]
+    for k in range(3):  # Three unannounced pauses, 250 steps apart.
+        end += 500.0
+        controller.observe(300 + 250 * k, end)
+        for step in range(301 + 250 * k, 300 + 250 * (k + 1)):
+            end += run.step_ends[-1] - run.step_ends[-2]
+            controller.observe(step, end)
+    assert not controller.implausible
+
+
 def test_a_timestamp_that_goes_backwards_keeps_the_factor_and_says_why():
     controller = EchoController(max_factor=8.0)
     controller.observe(0, 100.0)
@@ -272,7 +305,8 @@ def test_settings_may_be_given_whole_or_as_keywords():
     ("window_steps", 2.5, TypeError), ("drift_tolerance", 1.5, ValueError), ("patience", 0, ValueError),
     ("check_every_steps", 0, ValueError), ("check_divisor", 1.0, ValueError), ("max_corrections", -1, ValueError),
     ("drain_steps", 0, ValueError), ("drop_steps", 0, ValueError), ("measure_steps", 1, ValueError),
-    ("pause_factor", 1.0, ValueError), ("lumpy_window", -1, ValueError), ("lumpy_estimates", 0, ValueError),
+    ("pause_factor", 1.0, ValueError), ("implausible_pauses", 1, ValueError), ("implausible_pauses", 2.0, TypeError),
+    ("lumpy_window", -1, ValueError), ("lumpy_estimates", 0, ValueError),
     ("verbose", -1, ValueError), ("verbose", True, ValueError),
 ])
 def test_bad_settings_name_the_argument_and_show_the_value(setting, value, error):

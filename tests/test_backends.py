@@ -1,0 +1,40 @@
+"""The Keras-facing tests on Keras 3's JAX and PyTorch backends, each in an interpreter of its own.
+
+Keras picks its backend once per process (``KERAS_BACKEND``), so each backend gets a fresh
+``python -m pytest`` over the backend-neutral tests (``tests/test_keras_backends.py``) and
+the examples of the Keras-facing modules. A backend that is not installed is skipped with
+the command that installs it; under CI (``CI=true``), where ``.ci/run`` installs the
+``jax`` extra, a missing jax fails instead of skipping.
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+KERAS_FACING = ["tests/test_keras_backends.py", "--doctest-modules",
+                "echoing/consumption.py", "echoing/gradient_norms.py", "echoing/noise_scale_callback.py"]
+
+
+def require(package: str) -> None:
+    """Skips the test when ``package`` is not installed (fails under CI for jax, which CI installs)."""
+    if importlib.util.find_spec(package) is not None:
+        return
+    if package == "jax" and os.environ.get("CI") == "true":
+        pytest.fail("jax is not installed, and CI must test the JAX backend: install it with pip install -e '.[jax]'")
+    pytest.skip(f"{package} is not installed; pip install -e '.[{package}]' runs these tests on it")
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_keras_facing_tests_pass_on_another_backend(backend):
+    require(backend)
+    env = dict(os.environ, KERAS_BACKEND=backend)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *KERAS_FACING],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    report = result.stdout[-6000:] + result.stderr[-2000:]
+    assert result.returncode == 0, report
+    assert " passed" in result.stdout and " failed" not in result.stdout, report

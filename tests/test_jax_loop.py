@@ -1,0 +1,24 @@
+"""The plain JAX loop of examples/jax_loop.py: the controller settles above 1 and the counts add up."""
+
+import importlib.util
+import os
+
+import pytest
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None and os.environ.get("CI") != "true",
+                                reason="jax is not installed; pip install -e '.[jax]' runs this test")
+
+
+@pytest.mark.timing
+def test_the_jax_loop_finds_it_is_input_bound_and_counts_what_it_trained_on():
+    from examples import jax_loop
+
+    # The input makes a batch every 40 ms; the step takes about 5 ms: R is about 4-8 here.
+    summary = jax_loop.train(300, batch_size=32, input_seconds=0.04, step_seconds=0.005, verbose=0)
+    assert not summary["implausible"]
+    assert summary["factor"] >= 2.0, summary
+    assert summary["consumed_examples"] == 300 * 32
+    # One iterator: one echo micro-batch of copies (64 x ceil(e) <= 512 at e <= 8), the
+    # echo shuffle buffer (4 batches) and the prefetched batches plus one (echoing/consumption.py).
+    assert 0 <= summary["emitted_examples"] - summary["consumed_examples"] <= 64 * 8 + 4 * 32 + 3 * 32
+    assert summary["last_loss"] < summary["first_loss"]
