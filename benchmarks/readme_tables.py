@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from benchmarks import (auto_echo, auto_echo_cpu, controller_simulation, critical_batch, demo, reporting, results_io,
-                        service, throughput, xla_check)
+from benchmarks import (auto_echo, auto_echo_cpu, backends, controller_simulation, critical_batch, demo, reporting,
+                        results_io, service, throughput, xla_check)
 
 
 def shapes_baselines_table(document: dict) -> str:
@@ -44,6 +44,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "auto_echo": auto_echo.table,
     "auto_echo_cpu": auto_echo_cpu.table,
     "xla_check": xla_check.table,
+    "backends": backends.table,
     "service": service.table,
 }
 

@@ -84,6 +84,11 @@ class AutoEcho(keras.callbacks.Callback):
       in ``log_dir/train`` beside ``keras.callbacks.TensorBoard``'s;
     * with ``verbose=1``, one sentence per decision.
 
+    Backends: Keras 3's TensorFlow, JAX and PyTorch backends (``tests/test_keras_backends.py``
+    runs it on each). Before it calls a callback that is not marked ``async_safe`` (this
+    one is not), Keras turns the step's logs into Python numbers, which waits for the
+    step: under JAX's asynchronous dispatch too, the timestamps come after the step ran.
+
     Epochs: with a ``tf.Variable`` factor the echoed dataset's cardinality is unknown.
     Over such a dataset without ``steps_per_epoch``, Keras 3 runs the first epoch until the
     dataset is exhausted and takes its number of batches as every later epoch's length:

@@ -62,6 +62,13 @@ factor, the controller marks the input lumpy (:attr:`EchoController.lumpy`, said
 decision log) and from then on never sets less than ``headroom`` times the median of its
 last ``lumpy_estimates`` estimates of R.
 
+**Timestamps that do not time the step.** A loop under asynchronous dispatch (JAX) that
+timestamps when a step is queued, not when it has run, shows steps far shorter than a
+step and, every few dozen, one far longer, when the queue of steps in flight is full.
+``implausible_pauses`` such pauses within 200 steps make the controller say so
+(:attr:`EchoController.implausible`), measure nothing and keep the factor while they go
+on: block on the step's result before timestamping (``examples/jax_loop.py``).
+
 **What tuning costs**, in step-times lost against running at ``e = R * headroom`` from
 the first step, with the defaults (``m = measure_steps`` = 3, ``check_divisor`` = 2,
 ``headroom`` = 1.1, ``P = check_every_steps`` = 80):

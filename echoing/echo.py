@@ -28,6 +28,7 @@ Factor = Union[int, float, tf.Variable]
 # batching, gathering and unbatching cost more per element than a nested dataset), and a
 # gather over large elements (it copies every copy; a repeated dataset does not).
 _MAX_MICRO_BATCH = 64
+_INT64_MAX = 2**63 - 1  # A cardinality times the factor beyond this is left unknown.
 _MICRO_BATCH_BYTES = 256 * 1024
 # A string's size is unknown until run time; assume a short one when sizing a micro-batch.
 _ASSUMED_STRING_BYTES = 64
@@ -77,7 +78,8 @@ def echo(
       consumer's own work per element (padding, copying into a batch) is of the same
       order, so a faster stage has little to gain (docs/results/throughput.md).
     * Cardinality: an integer factor on a dataset of known cardinality ``n`` gives
-      ``factor * n``; an infinite dataset stays infinite; otherwise it is unknown.
+      ``factor * n`` (if that fits in an int64); an infinite dataset stays infinite;
+      otherwise it is unknown.
     * ``factor == 1`` without a shuffle buffer or stats returns the dataset unchanged.
 
     Example:
@@ -202,7 +204,8 @@ def _echo_elements(dataset, factor, seed, stats):
     n = dataset.cardinality()
     if static_int is not None and n == tf.data.INFINITE_CARDINALITY:
         echoed = echoed.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
-    elif static_int is not None and n >= 0:
+    elif static_int is not None and 0 < n <= _INT64_MAX // static_int:
+        # Not for 0: tf.data reports 0 where its own count overflowed (unbatch of a huge range).
         echoed = echoed.apply(tf.data.experimental.assert_cardinality(n * static_int))
     return echoed
 

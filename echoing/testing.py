@@ -151,7 +151,7 @@ def throttled_range(rate: float, count: Optional[int] = None) -> tf.data.Dataset
     check_number("rate", rate, low=0, low_open=True)  # Elements per second.
     check_int("count", count, low=0, none_ok=True)
     pace = _Pace(float(rate))
-    ds = tf.data.Dataset.range(count) if count is not None else tf.data.Dataset.range(2 ** 62)
+    ds = tf.data.Dataset.range(count) if count is not None else tf.data.Dataset.counter()
     return ds.map(lambda i: i + tf.ensure_shape(tf.numpy_function(pace.admit, [], tf.int64, stateful=True), []))
 
 

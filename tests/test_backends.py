@@ -38,3 +38,16 @@ def test_the_keras_facing_tests_pass_on_another_backend(backend):
     report = result.stdout[-6000:] + result.stderr[-2000:]
     assert result.returncode == 0, report
     assert " passed" in result.stdout and " failed" not in result.stdout, report
+
+
+def test_the_backends_benchmark_runs_small_end_to_end(tmp_path):
+    require("jax")
+    from benchmarks import backends
+
+    config = backends.BackendsConfig(factors=(1, 2), warmup_steps=2, steps=5, auto_steps=30, repeats=1)
+    document = backends.run(config, tmp_path / "backends.json")
+    runs = document["results"]["runs"]
+    assert [r["backend"] for r in runs] == ["tensorflow", "jax"]
+    assert "jax" in runs[1]["versions"] and "tensorflow" in runs[0]["versions"]
+    assert set(document["results"]["summary"]["jax"]["over_tensorflow"]) == {"e=1", "e=2"}
+    assert "| jax |" in backends.table(document)

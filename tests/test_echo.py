@@ -326,3 +326,13 @@ def test_keras_fit_sees_every_echoed_batch_in_both_epochs():
     model.fit(ds, epochs=2, callbacks=[counter], verbose=0, shuffle=False)
     assert counter.per_epoch == [12, 12]
     assert (int(stats.fresh), int(stats.emitted)) == (12, 24)
+
+
+def test_a_cardinality_the_factor_would_overflow_is_left_unknown_not_asserted():
+    huge = tf.data.Dataset.range(2**62)
+    echoed = huge.apply(echoing.echo(2))
+    assert int(echoed.cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    assert [int(x) for x in echoed.take(4)] == [0, 0, 1, 1]
+    # tf.data's own count overflows to 0 here; echoing must not assert that.
+    unbatched = huge.map(lambda i: tf.fill([64], i)).unbatch()
+    assert [int(x) for x in unbatched.apply(echoing.echo(2)).take(3)] == [0, 0, 0]
