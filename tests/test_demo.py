@@ -5,22 +5,19 @@ import json
 import pytest
 
 from benchmarks import demo, results_io
-from benchmarks.tasks import TASKS
-
-TINY = TASKS["resnet"].with_settings(batch_size=16, model={"depth": 8, "width": 4}, jit_compile=False)
-
 
 @pytest.fixture(scope="module")
 def document(tmp_path_factory):
+    """``python -m benchmarks.demo --quick``, run as a user would, into a temporary folder."""
     directory = tmp_path_factory.mktemp("demo")
-    config = demo.DemoConfig(target=0.0, step_seconds=0.01, budget_steps=12, auto_echo_steps=12, eval_every=2, eval_examples=32,
-                             echo_shuffle_batches=2, fixed_factor=2.0, num_train_examples=1000)
     lines = []
-    results = demo.run(config, task=TINY, log=lines.append)
-    path = results_io.write_results("demo", demo.dataclasses.asdict(config), results, directory)
-    document = results_io.read_results(path)
-    demo.plot(document, directory / "demo.png")
-    return document, directory, lines
+    original = demo.run
+    demo.run = lambda config, **kw: original(config, log=lines.append, **kw)  # Keep its progress lines.
+    try:
+        demo.main(["--quick", "--output-dir", str(directory)])
+    finally:
+        demo.run = original
+    return results_io.read_results(directory / "demo_quick.json"), directory, lines
 
 
 def test_every_run_reaches_the_tiny_target_and_is_timed(document):
@@ -40,7 +37,7 @@ def test_table_and_plot(document):
     assert table.splitlines()[2].startswith("| baseline | 1 | 2 | 32 | 1.00 |")
     assert "| e=2 | 2 | 2 | 16 | 0.50 |" in table
     assert "measured" in table and "one seed" in table
-    assert (directory / "demo.png").read_bytes()[:4] == b"\x89PNG"
+    assert (directory / "demo_quick.png").read_bytes()[:4] == b"\x89PNG"
     assert any("measured R" in line for line in lines)
 
 
@@ -52,6 +49,8 @@ def test_command_line_refuses_a_factor_below_one(capsys):
 
 def test_the_fixed_factor_runs_by_default_and_can_be_left_out():
     assert demo.parse_config([])[0].fixed_factor == 4.0  # e = R, the best fixed e at R=4 in the full runs.
+    assert demo.parse_config(["--quick"])[0] == demo.QUICK
+    assert demo.parse_config(["--quick", "--fixed-factor", "3"])[0].fixed_factor == 3.0
     assert demo.parse_config(["--fixed-factor", "6"])[0].fixed_factor == 6.0
     assert demo.parse_config(["--no-fixed-factor"])[0].fixed_factor is None
 
