@@ -18,8 +18,8 @@ Example (one short repeat on the TensorFlow backend, in this interpreter):
 
 >>> from benchmarks.backends import BackendsConfig, measure
 >>> record = measure(BackendsConfig(factors=(1,), warmup_steps=2, steps=5, auto_steps=0))
->>> record["backend"], sorted(record["rates"])
-('tensorflow', ['1'])
+>>> record["backend"], [run["factor"] for run in record["fixed"]]
+('tensorflow', [1])
 """
 
 from __future__ import annotations
@@ -102,13 +102,13 @@ def measure(config: BackendsConfig) -> dict:
     import echoing
     from benchmarks.step_times import StepTimes, rate_between
 
-    rates = {}
+    fixed = []
     for factor in config.factors:
         times = StepTimes()
         model(config).fit(pipeline(config, factor), steps_per_epoch=config.warmup_steps + config.steps,
                           epochs=1, verbose=0, callbacks=[times])
-        rates[str(factor)] = rate_between(times.times, config.warmup_steps)
-    record = {"backend": keras.backend.backend(), "versions": backend_versions(), "rates": rates}
+        fixed.append({"factor": factor, "steps_per_second": rate_between(times.times, config.warmup_steps)})
+    record = {"backend": keras.backend.backend(), "versions": backend_versions(), "fixed": fixed}
     if config.auto_steps:
         factor = tf.Variable(1.0, dtype=tf.float64)
         auto = echoing.AutoEcho(factor, max_factor=8.0, verbose=0)
@@ -125,7 +125,8 @@ def measure(config: BackendsConfig) -> dict:
         model(config).fit(pipeline(config, factor), steps_per_epoch=config.warmup_steps + config.auto_steps, epochs=1,
                           verbose=0, callbacks=[auto, times])
         auto_rate = rate_between(times.times, config.warmup_steps)
-        record["auto"] = {"steps_per_second": auto_rate, "over_best_fixed": auto_rate / max(rates.values()),
+        best = max(run["steps_per_second"] for run in fixed)
+        record["auto"] = {"steps_per_second": auto_rate, "over_best_fixed": auto_rate / best,
                           "callback_ms_per_step": 1000 * statistics.median(spent), "final_factor": float(factor.numpy())}
     return record
 
@@ -160,28 +161,34 @@ def run(config: BackendsConfig, output) -> dict:
         for backend in order:
             record = {"repeat": repeat, **run_worker(backend, config)}
             runs.append(record)
-            print(f"repeat {repeat} {backend}: " + ", ".join(f"e={f} {r:.1f}" for f, r in record["rates"].items())
+            print(f"repeat {repeat} {backend}: "
+                  + ", ".join(f"e={run['factor']:g} {run['steps_per_second']:.1f}" for run in record["fixed"])
                   + (f", AutoEcho {record['auto']['steps_per_second']:.1f} steps/s" if "auto" in record else ""))
     results = {"runs": runs, "summary": summary(runs, config)}
     results_io.write_results(output.stem, dataclasses.asdict(config), results, output.parent)
     return {"settings": dataclasses.asdict(config), "results": results}
 
 
-def summary(runs: list[dict], config: BackendsConfig) -> dict:
-    """Per backend: the median and range over repeats of each rate; each backend's rate over TensorFlow's, per repeat."""
-    out = {}
+def rate_at(record: dict, factor) -> float:
+    """A run's steps per second at a fixed factor."""
+    return next(run["steps_per_second"] for run in record["fixed"] if run["factor"] == factor)
+
+
+def summary(runs: list[dict], config: BackendsConfig) -> list[dict]:
+    """One entry per backend: median and range over repeats of each rate, and of its rate over TensorFlow's in the same repeat."""
+    tensorflow = {r["repeat"]: r for r in runs if r["backend"] == "tensorflow"}
+    out = []
     for backend in config.backends:
         mine = [r for r in runs if r["backend"] == backend]
-        entry = {f"e={f}": spread([r["rates"][str(f)] for r in mine]) for f in config.factors}
+        entry = {"backend": backend, "fixed": [
+            {"factor": f, "steps_per_second": spread([rate_at(r, f) for r in mine]),
+             "over_tensorflow": spread([rate_at(r, f) / rate_at(tensorflow[r["repeat"]], f)
+                                        for r in mine if r["repeat"] in tensorflow])}
+            for f in config.factors]}
         if config.auto_steps:
-            entry["auto"] = spread([r["auto"]["steps_per_second"] for r in mine])
-            entry["auto_over_best_fixed"] = spread([r["auto"]["over_best_fixed"] for r in mine])
-            entry["auto_callback_ms_per_step"] = spread([r["auto"]["callback_ms_per_step"] for r in mine])
-        if backend != "tensorflow" and "tensorflow" in config.backends:
-            base = {r["repeat"]: r for r in runs if r["backend"] == "tensorflow"}
-            entry["over_tensorflow"] = {f"e={f}": spread([r["rates"][str(f)] / base[r["repeat"]]["rates"][str(f)]
-                                                          for r in mine]) for f in config.factors}
-        out[backend] = entry
+            entry["auto"] = {name: spread([r["auto"][name] for r in mine])
+                             for name in ("steps_per_second", "over_best_fixed", "callback_ms_per_step")}
+        out.append(entry)
     return out
 
 
@@ -193,13 +200,19 @@ def table(document: dict) -> str:
     def cell(value: Optional[dict], spec: str = ".1f") -> str:
         return "–" if value is None else f"{value['median']:{spec}} ({value['min']:{spec}}-{value['max']:{spec}})"
 
-    head = " | ".join(f"e={f}, steps/s" for f in factors)
+    head = " | ".join(f"e={f:g}, steps/s" for f in factors)
     lines = [f"| backend | {head} | AutoEcho, steps/s | AutoEcho / best fixed | AutoEcho callback, ms/step |",
              "|---|" + "---:|" * (len(factors) + 3)]
-    for backend, entry in summary_.items():
-        lines.append(f"| {backend} | " + " | ".join(cell(entry[f"e={f}"]) for f in factors)
-                     + f" | {cell(entry.get('auto'))} | {cell(entry.get('auto_over_best_fixed'), '.2f')}"
-                     + f" | {cell(entry.get('auto_callback_ms_per_step'), '.2f')} |")
+    for entry in summary_:
+        auto = entry.get("auto", {})
+        lines.append(f"| {entry['backend']} | " + " | ".join(cell(run["steps_per_second"]) for run in entry["fixed"])
+                     + f" | {cell(auto.get('steps_per_second'))} | {cell(auto.get('over_best_fixed'), '.2f')}"
+                     + f" | {cell(auto.get('callback_ms_per_step'), '.2f')} |")
+    jax = next((entry for entry in summary_ if entry["backend"] == "jax"), None)
+    if jax is not None:
+        lines += ["", "| JAX over TensorFlow, same repeat | " + " | ".join(f"e={f:g}" for f in factors) + " |",
+                  "|---|" + "---:|" * len(factors),
+                  "| steps/s | " + " | ".join(cell(run["over_tensorflow"], ".2f") for run in jax["fixed"]) + " |"]
     return "\n".join(lines) + (f"\n\nMedian (range) over {settings['repeats']} repeats; each backend in its own "
                                f"interpreter, alternating. The source makes {settings['input_batches_per_second']:g} "
                                f"fresh batches of {settings['batch_size']} per second.")
