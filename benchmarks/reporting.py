@@ -135,15 +135,15 @@ def replay_table(document: dict) -> str:
     whole documents, so a short window can hold one long document or none.
     """
     measured = {}
-    for key, value in document["results"].get("pipelines", {}).items():
-        measured.setdefault(key.split("/seed=")[0], []).append(value["measured_ratio"])
+    for m in document["results"].get("pipelines", []):
+        measured.setdefault((m["of"]["task"], m["of"]["ratio"]), []).append(m["value"]["measured_ratio"])
     realised = runs_ratio(document, "replay")
     lines = ["| task | R | measured R | R over the baseline's run | e | echo shuffle | reached | time to target (step times) | "
              "speedup over baseline (same seed) | fresh examples | steps |",
              "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in replay_rows(document):
         factor = _factor_label(r)
-        key = f"{r['task']}/R={r['ratio']:g}"
+        key = (r["task"], r["ratio"])
         ratios, over_run = measured.get(key), realised.get(key)
         lines.append(f"| {r['task']} | {r['ratio']:g} | {_fmt(spread(ratios), '.2f') if ratios else '-'} | "
                      f"{_fmt(spread(over_run), '.2f') if over_run else '-'} | {factor} | "
@@ -167,7 +167,7 @@ def runs_ratio(document: dict, mode: str) -> dict:
     ...               "factor": factor, "echo_shuffle": 0 if factor == 1 else 1024, "seed": 0, "ratio": 4.0}
     ...     return {"config": config, "seconds": seconds, "seconds_in_steps": seconds / 0.1, "steps": steps}
     >>> runs_ratio({"results": {"runs": [run(1.0, 200.0, 500), run(8.0, 70.0, 700)]}}, "wallclock")
-    {'resnet/R=4': [4.0]}
+    {('resnet', 4.0): [4.0]}
     """
     if mode not in ("replay", "wallclock"):
         raise ValueError(f"mode: expected 'replay' or 'wallclock', got {mode!r}")
@@ -186,8 +186,7 @@ def runs_ratio(document: dict, mode: str) -> dict:
                 continue
             top = max(echoed, key=lambda r: r["config"]["factor"])
             step_seconds, base_seconds = top["seconds"] / top["steps"], base["seconds"]
-        key = f"{config['task']}/R={config['ratio']:g}"
-        ratios.setdefault(key, []).append(base_seconds / base["steps"] / step_seconds)
+        ratios.setdefault((config["task"], config["ratio"]), []).append(base_seconds / base["steps"] / step_seconds)
     return ratios
 
 
@@ -197,14 +196,14 @@ def wallclock_table(document: dict) -> str:
     R appears twice: as calibrated before the runs (``rates`` in the results file) and over
     the runs (:func:`runs_ratio`).
     """
-    measured = document["results"].get("rates", {})
+    measured = {(m["of"]["task"], m["of"]["ratio"]): m["value"] for m in document["results"].get("rates", [])}
     over_runs = runs_ratio(document, "wallclock")
     lines = ["| task | R | R under load | R over the runs | e | echo shuffle | reached | time to target (s) | "
              "(loaded step times) | speedup over baseline (same seed) | fresh examples | steps |",
              "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in wallclock_rows(document):
         factor = _factor_label(r)
-        key = f"{r['task']}/R={r['ratio']:g}"
+        key = (r["task"], r["ratio"])
         rates, over_run = measured.get(key), over_runs.get(key)
         under_load = f"{rates['measured_ratio']:.2f}" if rates else "-"
         lines.append(f"| {r['task']} | {r['ratio']:g} | {under_load} | {_fmt(spread(over_run), '.2f') if over_run else '-'} | "

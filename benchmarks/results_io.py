@@ -10,7 +10,12 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
+
+# The form of a results document. 2: measurements shared by records are lists of
+# ``{"of": {fields}, "value": ...}``, found by their fields (1 keyed them by strings such as
+# "resnet/R=4"; ``python -m benchmarks.migrate_results`` rewrites such a file).
+SCHEMA_VERSION = 2
 
 # The committed results, regenerated only by the commands the README names for them
 # (each passes ``--output-dir benchmarks/results``).
@@ -77,6 +82,7 @@ def write_results(name: str, settings: dict[str, Any], results: dict[str, Any], 
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.json"
     document = {
+        "schema_version": SCHEMA_VERSION,
         "benchmark": name,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": command_line(),
@@ -92,7 +98,13 @@ def write_results(name: str, settings: dict[str, Any], results: dict[str, Any], 
 
 
 def read_results(path: Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
+    """A results document; one in an older form is refused, naming the command that migrates it."""
+    document = json.loads(Path(path).read_text())
+    version = document.get("schema_version", 1)
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"{path}: results in schema version {version}, this code reads {SCHEMA_VERSION}; "
+                         f"run python -m benchmarks.migrate_results {path}")
+    return document
 
 
 class ResultsFile:
@@ -127,8 +139,10 @@ class ResultsFile:
         self.runs = document["results"]["runs"]
         mine, self.extra = self.extra, {k: v for k, v in document["results"].items() if k != "runs"}
         for name, value in mine.items():
-            if isinstance(value, dict) and isinstance(self.extra.get(name), dict):
-                self.extra[name] = {**self.extra[name], **value}  # e.g. measured rates: both processes'.
+            if _is_measurements(value) and _is_measurements(self.extra.get(name)):
+                # Measurements both processes made: the file's, and this one's it lacks.
+                self.extra[name] = self.extra[name] + [m for m in value if m not in self.extra[name]
+                                                       and _find(self.extra[name], m["of"]) is None]
             else:
                 self.extra[name] = value
 
@@ -148,12 +162,33 @@ class ResultsFile:
             self.runs.append(record)
             self._save()
 
-    def save_extra(self, name: str, values: dict) -> None:
-        """Merges ``values`` into the file-wide dict ``name`` (measurements shared by records)."""
+    def save_extra(self, name: str, value: Any) -> None:
+        """Sets the file-wide entry ``name`` (a summary of the records, say) and writes the file."""
         with self._locked():
-            self.extra.setdefault(name, {}).update(values)
             self._reload()
+            self.extra[name] = value
             self._save()
+
+    def measurement(self, name: str, of: dict) -> Optional[Any]:
+        """The value measured ``of`` these fields (say ``{"task": "resnet", "ratio": 4.0}``), or ``None``."""
+        found = _find(self.extra.get(name, []), of)
+        return None if found is None else found["value"]
+
+    def measure_once(self, name: str, of: dict, measure: Callable[[], Any]) -> Any:
+        """The measurement ``name`` of ``of``: the saved one, or ``measure()``'s, saved at once for every later run.
+
+        Measurements are shared by records (a pipeline's rate for every run at its R, a
+        timed replay a later invocation trains on); they live in the file's list ``name``
+        as ``{"of": of, "value": value}``, found by their fields.
+        """
+        value = self.measurement(name, of)
+        if value is None:
+            value = measure()
+            with self._locked():
+                self.extra.setdefault(name, []).append({"of": of, "value": value})
+                self._reload()
+                self._save()
+        return value
 
     def _save(self) -> None:
         write_results(self.path.stem, self.settings, {"runs": self.runs, **self.extra}, self.path.parent)
@@ -167,3 +202,11 @@ class ResultsFile:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _is_measurements(value) -> bool:
+    return isinstance(value, list) and all(isinstance(m, dict) and set(m) == {"of", "value"} for m in value)
+
+
+def _find(measurements: list, of: dict) -> Optional[dict]:
+    return next((m for m in measurements if m["of"] == of), None)

@@ -216,9 +216,10 @@ def run_sample(run: RunConfig, task: Task, options: dict, log) -> dict:
 def run_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, options: dict,
                log) -> Optional[dict]:
     """One replay; ``None`` (skipped) when the same seed's sample run is missing."""
-    key = f"{run.task}/R={run.ratio:g}/seed={run.seed}/step={plan.step_seconds:g}"
+    of = {"task": run.task, "ratio": run.ratio, "seed": run.seed, "step_seconds": plan.step_seconds}
+    key = f"{run.task} R={run.ratio:g} seed={run.seed} step={plan.step_seconds:g}s"
     echo_shuffle = echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches))
-    measured = measured_once(results, "pipelines", key, lambda: replay.measure_pipeline(
+    measured = results.measure_once("pipelines", of, lambda: replay.measure_pipeline(
         task, ratio=run.ratio, step_seconds=plan.step_seconds, seed=run.seed, max_factor=max(plan.replay_factors),
         echo_shuffle=echo_shuffle, **options))
     log(f"  {key}: measured R {measured['measured_ratio']:.2f}, pipeline CPU "
@@ -231,10 +232,10 @@ def run_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results
 def run_wallclock(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, options: dict,
                   log) -> Optional[dict]:
     """The replay with a real training step on this CPU, the read throttled for R under load."""
-    key = f"{run.task}/R={run.ratio:g}"
+    key = f"{run.task} R={run.ratio:g}"
     echo_shuffle = echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches))
     # Calibrated once per task and R (seed 0's data order): the rates do not depend on the seed.
-    measured = measured_once(results, "rates", key, lambda: wallclock.calibrate(
+    measured = results.measure_once("rates", {"task": run.task, "ratio": run.ratio}, lambda: wallclock.calibrate(
         task, ratio=run.ratio, seed=0, max_factor=max(plan.replay_factors), echo_shuffle=echo_shuffle, **options))
     log(f"  {key}: read {measured['read_rate']:.0f} examples/s, R under load {measured['measured_ratio']:.2f}"
         f" (step alone {measured['step_seconds_alone'] * 1e3:.0f} ms)")
@@ -242,15 +243,6 @@ def run_wallclock(run: RunConfig, task: Task, plan: BenchmarkPlan, results: resu
                      unit_seconds=measured["rounds"][-1]["step_seconds_saturated"])
     return run_timed(run, task, results, measured, step, options, log, measurements_name="rates",
                      train=not plan.time_only)
-
-
-def measured_once(results: results_io.ResultsFile, name: str, key: str, measure) -> dict:
-    """``results.extra[name][key]``, measured with ``measure()`` and saved the first time only."""
-    measurements = results.extra.setdefault(name, {})
-    if key not in measurements:
-        measurements[key] = measure()
-        results.save_extra(name, {key: measurements[key]})
-    return measurements[key]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -318,7 +310,7 @@ def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsF
         return {**timeline, "held_factor": held[0].factor if held else None,
                 "held_from_step": held[0].step if held else None}
 
-    timeline = measured_once(results, "auto_echo_timelines", run.key(), timed)
+    timeline = results.measure_once("auto_echo_timelines", dataclasses.asdict(run), timed)
     if replay.redecide(timeline, echoing.EchoController(max_factor=run.factor)) != timeline["decisions"]:
         raise RuntimeError(f"{run.describe()}: the saved AutoEcho timeline was recorded with another controller (its "
                            "decisions differ from this one's on the same step times); delete it from "

@@ -105,7 +105,9 @@ def test_replays_time_the_sample_runs_steps_with_their_best_echo_shuffle(finishe
         sample = T.find_sample(document["results"]["runs"], T.RunConfig(**record["config"]))
         assert record["steps"] == sample["steps"] == 2
         assert record["seconds"] >= 2 * STEP_SECONDS and record["startup_seconds"] > 0
-    (pipeline,) = document["results"]["pipelines"].values()
+    (measured,) = document["results"]["pipelines"]
+    assert measured["of"] == {"task": "resnet", "ratio": 2.0, "seed": 0, "step_seconds": STEP_SECONDS}
+    pipeline = measured["value"]
     assert pipeline["read_rate"] == pytest.approx(16 / (2 * STEP_SECONDS))
     assert pipeline["measured_ratio"] > 0 and pipeline["cpu_seconds_per_batch"] > 0
 
@@ -207,14 +209,19 @@ def test_two_processes_filling_one_results_file_keep_each_others_records(tmp_pat
         return {"config": dataclasses.asdict(T.RunConfig("sample", "resnet", placement, 2.0, 0, 0)), "reached": False}
 
     first.add(record("before_augment"))
-    second.save_extra("pipelines", {"resnet/R=2/seed=0": {"read_rate": 1.0}})
+    second.measure_once("pipelines", {"task": "resnet", "ratio": 2.0}, lambda: {"read_rate": 1.0})
     second.add(record("after_batch"))
-    first.save_extra("pipelines", {"resnet/R=4/seed=0": {"read_rate": 2.0}})
+    first.measure_once("pipelines", {"task": "resnet", "ratio": 4.0}, lambda: {"read_rate": 2.0})
     first.add(record("after_augment"))
     first.add(record("after_augment"))  # Again: replaces, does not duplicate.
+    # Measured once: the other process's measurement is found, not measured again.
+    assert first.measure_once("pipelines", {"task": "resnet", "ratio": 2.0}, lambda: pytest.fail("measured twice")) == \
+        {"read_rate": 1.0}
     document = json.loads(path.read_text())
+    assert document["schema_version"] == results_io.SCHEMA_VERSION
     assert sorted(r["config"]["placement"] for r in document["results"]["runs"]) == ["after_augment", "after_batch", "before_augment"]
-    assert set(document["results"]["pipelines"]) == {"resnet/R=2/seed=0", "resnet/R=4/seed=0"}
+    assert sorted((m["of"]["ratio"], m["value"]["read_rate"]) for m in document["results"]["pipelines"]) == \
+        [(2.0, 1.0), (4.0, 2.0)]
     # Each record keeps the machine it ran on; the header only says who wrote last.
     assert all(r["machine"] == results_io.machine() for r in document["results"]["runs"])
 
@@ -250,7 +257,8 @@ def test_wallclock_tables_take_seconds_against_the_same_seed_and_show_r_under_lo
 
     runs = [record(1.0, 0, 200.0), record(1.0, 1, 240.0), record(4.0, 0, 80.0), record(4.0, 1, 60.0),
             record(8.0, 0, 88.0, auto=True), record(8.0, 1, 66.0, auto=True)]
-    document = {"results": {"runs": runs, "rates": {"resnet/R=4": {"measured_ratio": 3.96}}}}
+    document = {"results": {"runs": runs, "rates": [{"of": {"task": "resnet", "ratio": 4.0},
+                                                      "value": {"measured_ratio": 3.96}}]}}
     table = reporting.wallclock_table(document)
     # Speedups 200/80 = 2.5 and 240/60 = 4.0, each seed against its own baseline; R over the
     # runs is the baseline's seconds per step over e=4's (the largest fixed e): 2.5 and 4.0.
@@ -268,10 +276,30 @@ def test_replay_table_gives_r_as_measured_and_as_the_baselines_whole_run_gave_it
         return {"config": config, "reached": True, "steps": steps, "fresh_examples": 1.0, "seconds_in_steps": steps_time}
 
     runs = [record(1.0, 0, 500, 2000), record(1.0, 1, 400, 1800), record(4.0, 0, 600, 650), record(4.0, 1, 500, 540)]
-    pipelines = {f"resnet/R=4/seed={seed}/step=0.03": {"measured_ratio": value} for seed, value in ((0, 3.9), (1, 4.1))}
+    pipelines = [{"of": {"task": "resnet", "ratio": 4.0, "seed": seed, "step_seconds": 0.03}, "value": {"measured_ratio": value}}
+                 for seed, value in ((0, 3.9), (1, 4.1))]
     table = reporting.replay_table({"results": {"runs": runs, "pipelines": pipelines}})
     # Measured 3.9 and 4.1 before the runs; the baselines ran at 2000/500 = 4.0 and 1800/400 = 4.5.
     assert "| resnet | 4 | 4.00 (3.90-4.10) | 4.25 (4.00-4.50) | 1 |" in table
+
+
+def test_a_results_file_of_the_old_schema_is_refused_and_migrated(tmp_path):
+    from benchmarks import migrate_results
+
+    path = tmp_path / "time_to_target.json"
+    old = {"benchmark": "time_to_target", "results": {"runs": [], "pipelines": {
+        "resnet/R=4/seed=1/step=0.03": {"measured_ratio": 4.1}}, "auto_echo_timelines": {
+        json.dumps(dataclasses.asdict(T.RunConfig("replay", "resnet", "before_augment", 8.0, 1024, 0, 4.0, True)),
+                   sort_keys=True): {"decisions": []}}}}
+    path.write_text(json.dumps(old))
+    with pytest.raises(ValueError, match="schema version 1.*python -m benchmarks.migrate_results"):
+        results_io.read_results(path)
+    migrate_results.main([str(path)])
+    document = results_io.read_results(path)
+    assert document["results"]["pipelines"] == [
+        {"of": {"task": "resnet", "ratio": 4.0, "seed": 1, "step_seconds": 0.03}, "value": {"measured_ratio": 4.1}}]
+    (timeline,) = document["results"]["auto_echo_timelines"]
+    assert timeline["of"] == dataclasses.asdict(T.RunConfig("replay", "resnet", "before_augment", 8.0, 1024, 0, 4.0, True))
 
 
 def test_calibration_corrects_the_throttle_until_r_under_load_is_the_nominal_one(monkeypatch, tmp_path):
@@ -313,7 +341,7 @@ def test_wallclock_mode_calibrates_r_under_load_and_times_fixed_factors_and_auto
     assert sorted(runs) == ["wallclock resnet before_augment e=2 shuffle=32 R=1.5 seed=0",
                             "wallclock resnet before_augment e=auto(<=2) shuffle=32 R=1.5 seed=0",
                             "wallclock resnet none e=1 shuffle=0 R=1.5 seed=0"]
-    rates = document["results"]["rates"]["resnet/R=1.5"]
+    (rates,) = [m["value"] for m in document["results"]["rates"] if m["of"] == {"task": "resnet", "ratio": 1.5}]
     assert len(rates["rounds"]) == 2 and rates["measured_ratio"] >= 1
     for describe, record in runs.items():
         assert record["rates"] == rates
@@ -353,7 +381,8 @@ def test_shuffle_plot_draws_every_buffer_in_examples():
 def test_time_only_saves_auto_echo_timelines_and_a_later_run_trains_on_them(finished):
     output, *_, timed_only = finished
     assert not [r for r in timed_only["results"]["runs"] if r["config"].get("auto_echo")]
-    (timeline,) = timed_only["results"]["auto_echo_timelines"].values()
+    (measured,) = timed_only["results"]["auto_echo_timelines"]
+    timeline = measured["value"]
     (auto,) = [r for r in records(output, "replay") if r["config"]["auto_echo"]]
     assert auto["decisions"] == timeline["decisions"] and auto["seconds"] == timeline["seconds"][auto["steps"] - 1]
 
@@ -362,8 +391,8 @@ def test_a_timeline_recorded_with_another_controller_is_refused(finished, tmp_pa
     output, plan, *_ = finished
     document = json.loads(output.read_text())
     document["results"]["runs"] = [r for r in document["results"]["runs"] if not r["config"].get("auto_echo")]
-    for timeline in document["results"]["auto_echo_timelines"].values():
-        timeline["decisions"][0] = "step 0: echo factor 1 -> 1 (baseline): the previous controller's opening"
+    for measured in document["results"]["auto_echo_timelines"]:
+        measured["value"]["decisions"][0] = "step 0: echo factor 1 -> 1 (baseline): the previous controller's opening"
     stale = tmp_path / "time_to_target.json"
     stale.write_text(json.dumps(document))
     with pytest.raises(RuntimeError, match="recorded with another controller"):
