@@ -224,9 +224,12 @@ def parse_config(argv=None) -> tuple[DemoConfig, argparse.Namespace]:
     args = parser.parse_args(argv)
     if args.fixed_factor is not None and not args.fixed_factor >= 1:
         parser.error(f"--fixed-factor: expected a number >= 1, got {args.fixed_factor}")
-    base = QUICK if args.quick else DemoConfig()
-    fixed_factor = None if args.no_fixed_factor else base.fixed_factor if args.fixed_factor is None else args.fixed_factor
-    return dataclasses.replace(base, seed=args.seed, fixed_factor=fixed_factor), args
+    config = dataclasses.replace(QUICK if args.quick else DemoConfig(), seed=args.seed)
+    if args.no_fixed_factor:
+        config = dataclasses.replace(config, fixed_factor=None)
+    elif args.fixed_factor is not None:
+        config = dataclasses.replace(config, fixed_factor=args.fixed_factor)
+    return config, args
 
 
 def main(argv=None) -> None:

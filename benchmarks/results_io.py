@@ -141,8 +141,7 @@ class ResultsFile:
         for name, value in mine.items():
             if _is_measurements(value) and _is_measurements(self.extra.get(name)):
                 # Measurements both processes made: the file's, and this one's it lacks.
-                self.extra[name] = self.extra[name] + [m for m in value if m not in self.extra[name]
-                                                       and _find(self.extra[name], m["of"]) is None]
+                self.extra[name] = self.extra[name] + [m for m in value if _find(self.extra[name], m["of"]) is None]
             else:
                 self.extra[name] = value
 
@@ -169,25 +168,22 @@ class ResultsFile:
             self.extra[name] = value
             self._save()
 
-    def measurement(self, name: str, of: dict) -> Optional[Any]:
-        """The value measured ``of`` these fields (say ``{"task": "resnet", "ratio": 4.0}``), or ``None``."""
-        found = _find(self.extra.get(name, []), of)
-        return None if found is None else found["value"]
-
     def measure_once(self, name: str, of: dict, measure: Callable[[], Any]) -> Any:
-        """The measurement ``name`` of ``of``: the saved one, or ``measure()``'s, saved at once for every later run.
+        """The measurement ``name`` of ``of`` (fields, say ``{"task": "resnet", "ratio": 4.0}``): the saved one, or
+        ``measure()``'s, saved at once for every later run.
 
         Measurements are shared by records (a pipeline's rate for every run at its R, a
         timed replay a later invocation trains on); they live in the file's list ``name``
         as ``{"of": of, "value": value}``, found by their fields.
         """
-        value = self.measurement(name, of)
-        if value is None:
-            value = measure()
-            with self._locked():
-                self.extra.setdefault(name, []).append({"of": of, "value": value})
-                self._reload()
-                self._save()
+        found = _find(self.extra.get(name, []), of)
+        if found is not None:
+            return found["value"]
+        value = measure()
+        with self._locked():
+            self.extra.setdefault(name, []).append({"of": of, "value": value})
+            self._reload()
+            self._save()
         return value
 
     def _save(self) -> None:

@@ -217,12 +217,12 @@ def run_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results
                log) -> Optional[dict]:
     """One replay; ``None`` (skipped) when the same seed's sample run is missing."""
     of = {"task": run.task, "ratio": run.ratio, "seed": run.seed, "step_seconds": plan.step_seconds}
-    key = f"{run.task} R={run.ratio:g} seed={run.seed} step={plan.step_seconds:g}s"
+    label = f"{run.task} R={run.ratio:g} seed={run.seed} step={plan.step_seconds:g}s"
     echo_shuffle = echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches))
     measured = results.measure_once("pipelines", of, lambda: replay.measure_pipeline(
         task, ratio=run.ratio, step_seconds=plan.step_seconds, seed=run.seed, max_factor=max(plan.replay_factors),
         echo_shuffle=echo_shuffle, **options))
-    log(f"  {key}: measured R {measured['measured_ratio']:.2f}, pipeline CPU "
+    log(f"  {label}: measured R {measured['measured_ratio']:.2f}, pipeline CPU "
         f"{measured['cpu_share_of_step']:.0%} of the step at e={max(plan.replay_factors):g}")
     step = StepModel(step_seconds=plan.step_seconds, unit_seconds=plan.step_seconds)
     return run_timed(run, task, results, measured, step, options, log, measurements_name="pipeline",
@@ -232,12 +232,12 @@ def run_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results
 def run_wallclock(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, options: dict,
                   log) -> Optional[dict]:
     """The replay with a real training step on this CPU, the read throttled for R under load."""
-    key = f"{run.task} R={run.ratio:g}"
+    label = f"{run.task} R={run.ratio:g}"
     echo_shuffle = echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches))
     # Calibrated once per task and R (seed 0's data order): the rates do not depend on the seed.
     measured = results.measure_once("rates", {"task": run.task, "ratio": run.ratio}, lambda: wallclock.calibrate(
         task, ratio=run.ratio, seed=0, max_factor=max(plan.replay_factors), echo_shuffle=echo_shuffle, **options))
-    log(f"  {key}: read {measured['read_rate']:.0f} examples/s, R under load {measured['measured_ratio']:.2f}"
+    log(f"  {label}: read {measured['read_rate']:.0f} examples/s, R under load {measured['measured_ratio']:.2f}"
         f" (step alone {measured['step_seconds_alone'] * 1e3:.0f} ms)")
     step = StepModel(train_step=wallclock.warmed_up_train_step(task, run.seed, **options),
                      unit_seconds=measured["rounds"][-1]["step_seconds_saturated"])

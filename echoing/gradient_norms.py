@@ -172,11 +172,7 @@ def stateless_microbatch_gradient_norms(
     sq_norm_sum = jnp.float32(0.0)
     gradient_sum = [jnp.zeros(jnp.shape(v), jnp.float32) for v in trainable_variables]
     for i in range(num_microbatches):
-        def take(t, i=i):
-            return None if t is None else t[i * micro:(i + 1) * micro]
-
-        gradients = gradient_of(list(trainable_variables), keras.tree.map_structure(take, x),
-                                keras.tree.map_structure(take, y), keras.tree.map_structure(take, sample_weight))
+        gradients = gradient_of(list(trainable_variables), *_microbatch((x, y, sample_weight), i, micro))
         gradients = [g.astype(jnp.float32) for g in gradients]
         sq_norm_sum = sq_norm_sum + sum(jnp.sum(jnp.square(g)) for g in gradients)
         gradient_sum = [s + g for s, g in zip(gradient_sum, gradients)]
@@ -203,10 +199,7 @@ def _torch_norms(model, data, num_microbatches, loss_fn, drop_remainder) -> Grad
     sq_norm_sum = 0.0
     gradient_sum = [torch.zeros_like(v, dtype=torch.float32) for v in trainable]
     for i in range(num_microbatches):
-        def take(t, i=i):
-            return None if t is None else t[i * micro:(i + 1) * micro]
-
-        x_i, y_i, w_i = (keras.tree.map_structure(take, t) for t in (x, y, sample_weight))
+        x_i, y_i, w_i = _microbatch((x, y, sample_weight), i, micro)
         # As on TensorFlow: the model reads these values, and what it assigns stays in the scope.
         with keras.StatelessScope(state_mapping=state, collect_losses=True):
             y_pred = model(x_i, training=True)
@@ -236,10 +229,7 @@ def _tensorflow_norms(model, data, num_microbatches, loss_fn, drop_remainder) ->
     sq_norm_sum = tf.constant(0.0, tf.float32)
     gradient_sum = [tf.zeros_like(v, dtype=tf.float32) for v in trainable]
     for i in range(num_microbatches):
-        def take(t, i=i):
-            return None if t is None else t[i * micro:(i + 1) * micro]
-
-        x_i, y_i, w_i = tf.nest.map_structure(take, x), tf.nest.map_structure(take, y), tf.nest.map_structure(take, sample_weight)
+        x_i, y_i, w_i = _microbatch((x, y, sample_weight), i, micro)
         with tf.GradientTape() as tape:
             tape.watch(trainable)
             # Inside the scope the model reads these values instead of its variables, and
@@ -264,6 +254,11 @@ def _tensorflow_norms(model, data, num_microbatches, loss_fn, drop_remainder) ->
         sq_norm_sum, count, examples, *gradient_sum = context.all_reduce("sum", [sq_norm_sum, count, examples, *gradient_sum])
     big_sq_norm = tf.add_n([tf.reduce_sum(tf.square(s / count)) for s in gradient_sum])
     return GradientNorms(sq_norm_sum / count, big_sq_norm, tf.cast(micro, tf.float32), examples)
+
+
+def _microbatch(structure, i, micro):
+    """Micro-batch ``i`` of ``micro`` examples of every tensor in ``structure`` (``None`` stays ``None``)."""
+    return tf.nest.map_structure(lambda t: None if t is None else t[i * micro:(i + 1) * micro], structure)
 
 
 def _static_batch_size(x, num_microbatches: int, drop_remainder: bool) -> int:

@@ -59,17 +59,13 @@ def make_pipeline(factor: tf.Variable, stats: echoing.EchoStats, *, batch_size: 
             .batch(batch_size, drop_remainder=True).prefetch(2))
 
 
-def make_step(step_seconds: float):
-    """A jitted SGD step of a small MLP; ``step_seconds`` sizes a hidden layer's extra work to about that long."""
+def make_step(depth: int):
+    """A jitted SGD step of an MLP with ``depth`` residual hidden layers of 64 (more layers: a longer step)."""
     import jax
     import jax.numpy as jnp
 
-    width = 64
-    # Extra matrix products stand in for a bigger model: enough of them to take about
-    # step_seconds, counted once below by timing the step.
     def forward(params, x):
         h = jnp.tanh(x @ params["w1"])
-        depth = params["repeat"].shape[0]
         for _ in range(depth):
             h = h + jnp.tanh(h @ params["w2"]) / depth  # Residual and scaled, so that a deep stack still learns.
         return h @ params["w3"]
@@ -82,36 +78,37 @@ def make_step(step_seconds: float):
     @jax.jit
     def step(params, batch):
         loss, grads = jax.value_and_grad(loss_fn)(params, batch)
-        grads["repeat"] = jnp.zeros_like(params["repeat"])
         return jax.tree_util.tree_map(lambda p, g: p - 0.05 * g, params, grads), loss
 
-    def init(repeat: int):
-        keys = jax.random.split(jax.random.PRNGKey(0), 3)
-        return {"w1": jax.random.normal(keys[0], (FEATURES, width)) / np.sqrt(FEATURES),
-                "w2": jax.random.normal(keys[1], (width, width)) / np.sqrt(width),
-                "w3": jax.random.normal(keys[2], (width, CLASSES)) / np.sqrt(width),
-                "repeat": jnp.zeros((repeat,))}
-
-    return step, init
+    return step
 
 
-def sized_params(step, init, batch_size: int, step_seconds: float):
-    """Weights whose step takes about ``step_seconds`` (the number of hidden layers is found by timing)."""
+def init_params(width: int = 64) -> dict:
+    import jax
+
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    return {"w1": jax.random.normal(keys[0], (FEATURES, width)) / np.sqrt(FEATURES),
+            "w2": jax.random.normal(keys[1], (width, width)) / np.sqrt(width),
+            "w3": jax.random.normal(keys[2], (width, CLASSES)) / np.sqrt(width)}
+
+
+def sized_step(batch_size: int, step_seconds: float):
+    """A step that takes about ``step_seconds`` on this machine (its depth found by timing), and its seconds alone."""
     import jax
 
     batch = {"x": np.zeros((batch_size, FEATURES), np.float32), "label": np.zeros((batch_size,), np.int64)}
-    repeat = 1
+    depth = 1
     while True:
-        params = init(repeat)
+        step, params = make_step(depth), init_params()
         jax.block_until_ready(step(params, batch))  # Compile.
         start = time.perf_counter()
         for _ in range(5):
             params, loss = step(params, batch)
         jax.block_until_ready(loss)
         seconds = (time.perf_counter() - start) / 5
-        if seconds >= step_seconds or repeat >= 4096:
-            return init(repeat), seconds
-        repeat = max(repeat + 1, int(repeat * step_seconds / max(seconds, 1e-6)))
+        if seconds >= step_seconds or depth >= 4096:
+            return step, seconds
+        depth = max(depth + 1, int(depth * step_seconds / max(seconds, 1e-6)))
 
 
 def train(steps: int, *, batch_size: int = 32, input_seconds: float = 0.02, step_seconds: float = 0.005,
@@ -119,8 +116,8 @@ def train(steps: int, *, batch_size: int = 32, input_seconds: float = 0.02, step
     """Trains for ``steps`` steps; returns the summary (factor, decisions, counts, losses)."""
     import jax
 
-    step, init = make_step(step_seconds)
-    params, measured_step_seconds = sized_params(step, init, batch_size, step_seconds)
+    step, measured_step_seconds = sized_step(batch_size, step_seconds)
+    params = init_params()
     factor = tf.Variable(1.0, dtype=tf.float64)
     stats = echoing.EchoStats()
     controller = echoing.EchoController(max_factor=max_factor, verbose=verbose)
