@@ -11,8 +11,9 @@ training took by at most
 elements, where an echo micro-batch holds the copies of up to 64 fresh elements (64 x
 ``ceil(e)``; see :mod:`echoing.echo`). Keras opens one iterator per ``fit`` call; on the
 JAX and PyTorch backends the first ``fit`` of a model opens one more, to build the model,
-and reads one batch ahead of the step (``tests/test_keras_backends.py`` measures the lead
-on each backend and checks it against this bound). Once training has stopped, the lead is
+and on an accelerator the JAX backend reads one batch ahead of the step
+(``tests/test_keras_backends.py`` measures the lead on each backend and checks it against
+this bound). Once training has stopped, the lead is
 what the pipeline read and training never used.
 
 :class:`ConsumedExamples` is the training side's count: the steps ``fit`` ran and the
