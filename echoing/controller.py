@@ -51,8 +51,11 @@ and their mean is slower (bursty input: a text pipeline hands over batches in bu
 most steps are served at once and every few steps one waits long). The measurement after
 a drop spans ``measure_steps`` waits and ends on one, so that it holds whole bursts; a
 window of ``drain_steps`` steps slower than the reference is a drop even where no wait
-showed one. ``HOLD`` windows count every step, stalls included: on lumpy input one long
-wait per window is the input's rate.
+showed one. ``HOLD`` and ``VERIFY`` windows count every wait: on bursty input one long
+wait per window is the input's rate. A *stall* is not: one step in a window longer than
+a wait for ``stall_batches`` batches can be at the factor in force (a shuffle buffer
+refilling, a slow read) shows at any factor, and raising the factor for it only spends
+fresh data; it is left out of the window and listed in :attr:`EchoController.stalls`.
 
 **Lumpy input.** Some pipelines keep up for long stretches and then stall (a text
 pipeline refilling its shuffle buffer at each epoch): a check or a baseline then finds no
@@ -60,7 +63,9 @@ drop, and soon after the step waits again. When an estimate of R exceeds, within
 ``lumpy_window`` steps, 1.5 times a factor at which R was just found to be at most that
 factor, the controller marks the input lumpy (:attr:`EchoController.lumpy`, said in the
 decision log) and from then on never sets less than ``headroom`` times the median of its
-last ``lumpy_estimates`` estimates of R.
+last ``lumpy_estimates`` estimates of R (the floor). A raise then goes to that floor,
+not to the latest estimate: one lump's estimate is not R, and a rise of R moves the
+median once most recent estimates show it.
 
 **Timestamps that do not time the step.** A loop under asynchronous dispatch (JAX) that
 timestamps when a step is queued, not when it has run, shows steps far shorter than a
@@ -182,6 +187,15 @@ class ControllerSettings:
       pause_factor: a step longer than this many reference steps is taken as a pause
         the loop did not announce (an evaluation, a checkpoint): left out of every
         measurement and logged.
+      stall_batches: in ``HOLD`` and ``VERIFY`` windows, one step longer than the wait for
+        this many batches is a stall of the input that no factor up to ``max_factor``
+        would have covered (a shuffle buffer refilling, a long read): it is left out of
+        the window's rate and listed in :attr:`EchoController.stalls`. At factor ``e`` a
+        wait for one batch lasts ``R / e`` steps, at most ``max_factor / e`` where R is
+        within reach, and a burst of ``k`` batches ``k`` times that: the limit is
+        ``stall_batches * max_factor / e`` steps (at the default 16 and ``max_factor=8``:
+        128 steps at e=1, 32 at e=4). A window where more than a tenth of the steps are
+        that long counts them all: the input is that slow.
       implausible_pauses: this many pauses within 200 steps are not pauses but wrong
         timestamps: most steps look far shorter than a step and every few dozen one looks
         far longer. That is a loop that timestamps the moment a step is *dispatched*
@@ -209,6 +223,7 @@ class ControllerSettings:
     lumpy_window: int = 500
     lumpy_estimates: int = 5
     pause_factor: float = 100.0
+    stall_batches: float = 16.0
     implausible_pauses: int = 3
     verbose: int = 0
 
@@ -223,6 +238,7 @@ class ControllerSettings:
         check_number("drift_tolerance", self.drift_tolerance, low=0.0, high=1.0, low_open=True, high_open=True)
         check_number("check_divisor", self.check_divisor, low=1.0, low_open=True)
         check_number("pause_factor", self.pause_factor, low=1.0, low_open=True)
+        check_number("stall_batches", self.stall_batches, low=1.0)
         check_int("implausible_pauses", self.implausible_pauses, low=2)
         check_int("settle_steps", self.settle_steps, low=0)
         check_int("window_steps", self.window_steps, low=1)
@@ -318,6 +334,8 @@ class EchoController:
       window_rates: ``(step, steps per second)`` at the end of every window measured in
         ``HOLD``, and of every measurement in the other phases.
       lumpy: whether the input was found lumpy (see the module docstring).
+      stalls: ``(step, seconds)`` of every stall left out of a window (see ``stall_batches``
+        in :class:`ControllerSettings`).
       implausible: whether the step times were ever implausible (see
         ``implausible_pauses`` in :class:`ControllerSettings`): the loop's timestamps were
         wrong, and the factor was kept while they were.
@@ -354,6 +372,7 @@ class EchoController:
         self._fell: Optional[tuple[int, float]] = None  # (step, factor) of the last conclusion "R <= factor"
         self.lumpy = False
         self.implausible = False
+        self.stalls: list[tuple[int, float]] = []
         self._pauses: collections.deque = collections.deque()  # Steps at which a pause was seen.
         self._note = ""  # said once, in the next decision's reason
         self._enter(0)
@@ -440,7 +459,7 @@ class EchoController:
         windows = 1 if self.phase == Phase.PROBE and self._base is None else self.settings.windows
         if sum(n for _, _, n in measured) < self.settings.window_steps * windows:
             return None
-        rate = _rate(measured)
+        rate = self._window_rate(measured)
         self.window_rates.append((step, rate))
         if self.phase == Phase.PROBE:
             return self._after_probe(step, rate)
@@ -594,7 +613,7 @@ class EchoController:
                 self._corrections += 1
                 self.ratio = factor * self._reference / rate
                 self._record_estimate(step)
-                new = min(self._factor_for(self.ratio), 2 * factor)
+                new = self._raised(factor)
                 return self._decide(step, new, Phase.VERIFY, f"e={factor:g} gives {rate:.1f} steps/s, below "
                                                              f"{self._reference:.1f}: R is about {self.ratio:.2f}, raising e",
                                     rates)
@@ -618,11 +637,12 @@ class EchoController:
             return None
         window = self._durations[self._window_start:]
         self._window_start = len(self._durations)
-        # Every step counts, stalls too: on lumpy input (text in buckets) a window's one long
-        # wait is the input's rate. Leaving the slowest step out held e=2 for 600 steps
-        # where R was about 4 (the Transformer at R=4, python -m benchmarks.time_to_target
-        # --tasks transformer --ratios 4 --time-only, its first timing on this controller).
-        rate = _rate(window)
+        # Every wait counts: on bursty input (text in buckets) a window's one long wait is the
+        # input's rate. Leaving the slowest step out held e=2 for 600 steps where R was about
+        # 4 (the Transformer at R=4, python -m benchmarks.time_to_target --tasks transformer
+        # --ratios 4 --time-only, its first timing on this controller). Only a stall longer
+        # than a wait for a batch can be (stall_batches) is left out.
+        rate = self._window_rate(window)
         self.window_rates.append((step, rate))
         change = rate / self._reference - 1
         direction = (change > settings.drift_tolerance) - (change < -settings.drift_tolerance)
@@ -664,7 +684,12 @@ class EchoController:
         self.ratio = factor * self._reference / rate
         self._record_estimate(step)
         self._corrections = 0
-        return self._decide(step, min(self._factor_for(self.ratio), 2 * factor), Phase.VERIFY,
+        new = self._raised(factor)
+        if new <= factor:
+            return self._decide(step, factor, Phase.HOLD,
+                                f"{moved}: R is about {self.ratio:.2f} here, but the input is lumpy and the median of "
+                                f"its recent estimates keeps e={factor:g}", rates)
+        return self._decide(step, new, Phase.VERIFY,
                             f"{moved}: the input is slower, R is about {self.ratio:.2f}; raising e", rates)
 
     # Bookkeeping.
@@ -677,6 +702,15 @@ class EchoController:
         if factor >= settings.max_factor * (1 - settings.drift_tolerance):
             return settings.max_factor
         return round(factor, 2)
+
+    def _raised(self, factor: float) -> float:
+        """The factor after finding the step waiting at ``factor``: at most twice it, at least the floor.
+
+        On lumpy input one estimate is one lump: the floor (the median of the recent
+        estimates) follows a rise of R once most of them show it.
+        """
+        target = self._floor() if self.lumpy else self._factor_for(self.ratio)
+        return max(min(target, 2 * factor), self._floor())
 
     def _record_estimate(self, step: int) -> None:
         """Keeps :attr:`ratio`, just measured with the step waiting for the input."""
@@ -695,6 +729,17 @@ class EchoController:
             return 1.0
         ratio = statistics.median(r for _, r in self._estimates)
         return round(min(self.settings.max_factor, max(1.0, ratio * self.settings.headroom)), 2)
+
+    def _window_rate(self, entries: list) -> float:
+        """The rate of a ``HOLD`` or ``VERIFY`` window, without a stall no factor would have covered."""
+        if not math.isfinite(self._reference):
+            return _rate(entries)
+        limit = self.settings.stall_batches * self.settings.max_factor / (self.factor * self._reference)
+        stalls = [entry for entry in entries if entry[1] > limit]
+        if not stalls or len(stalls) > max(1, len(entries) // 10):
+            return _rate(entries)
+        self.stalls.extend((entry[0], entry[1] * entry[2]) for entry in stalls)
+        return _rate([entry for entry in entries if entry[1] <= limit])
 
     def _typical_duration(self) -> Optional[float]:
         if math.isfinite(self._reference):

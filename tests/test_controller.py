@@ -98,6 +98,36 @@ def test_on_lumpy_input_it_keeps_a_floor_instead_of_dropping_to_one_after_every_
     assert run.seconds < plain.seconds  # The floor pays on such input.
 
 
+def test_on_lumpy_input_a_raise_goes_at_once_to_the_floor_and_one_lump_does_not_set_the_factor():
+    lumpy = schedule(*[(start, ratio) for k in range(6) for start, ratio in ((250 * k, 3.0), (250 * k + 150, 0.5))])
+    controller = EchoController(max_factor=8.0)
+    simulate(Scenario(ratio=lumpy, steps=1500), controller=controller)
+    floors = []
+    for previous, decision in zip(controller.decisions, controller.decisions[1:]):
+        if controller.lumpy and "lumpy" in previous.reason:
+            floors.append(decision.step)
+    became = next(d for d in controller.decisions if "lumpy" in d.reason)
+    # The decision that finds the input lumpy sets the floor it names, not the old cap of twice the factor.
+    assert became.factor == float(became.reason.rsplit("at or above ", 1)[1].split()[0])
+    later = [d for d in controller.decisions if d.step > became.step]
+    assert later and all(d.factor >= 1.5 for d in later)
+
+
+def test_a_stall_no_factor_covers_is_left_out_and_does_not_raise_the_factor():
+    # R = 3 with rare stalls of 60 steps' time (a shuffle buffer refilling): raising e cannot
+    # cover them, so they must not read as a rise of R.
+    scenario = Scenario(ratio=3.0, steps=2000, stall_probability=0.01, stall_batches=20.0, seed=2)
+    controller = EchoController(max_factor=8.0)
+    run = simulate(scenario, controller=controller)
+    counting = EchoController(max_factor=8.0, stall_batches=1000.0)  # Every stall counted, as before.
+    counted = simulate(scenario, controller=counting)
+    assert len(controller.stalls) >= 5 and not counting.stalls
+    assert not controller.lumpy and counting.lumpy  # Counted, the stalls contradict every check.
+    mean = sum(run.factors[300:]) / len(run.factors[300:])
+    assert 2.7 < mean < 3.6 and sum(counted.factors[300:]) / len(counted.factors[300:]) > 4.5
+    assert run.fresh_batches > 1.2 * counted.fresh_batches
+
+
 def test_it_does_not_take_steady_input_for_lumpy():
     for ratio in (1.0, 2.0, 4.0):
         controller = EchoController(max_factor=8.0)
