@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import enum
 import math
 import statistics
 from pathlib import Path
@@ -46,6 +47,8 @@ CHANGES = ((4.0, 2.0), (2.0, 5.0), (6.0, 1.0))
 CHANGE_STEPS = tuple(range(250, 401, 10))
 JITTER_SEEDS = (0, 1, 2, 3, 4)
 BURST_BATCHES = 3
+JITTER = 0.35
+WANDER_MEAN, WANDER_AMPLITUDE, WANDER_PERIOD = 2.0, 0.6, 400
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,35 +59,74 @@ class Target:
     bound: float
 
 
+class Kind(str, enum.Enum):
+    """The scenarios of the module docstring."""
+
+    STEADY = "steady"
+    STEP = "step"
+    JITTER = "jitter"
+    WANDER = "wander"
+    BURST = "burst"
+
+
 @dataclasses.dataclass(frozen=True)
 class ScenarioResult:
     """What the controller did in one scenario, beside its reference.
 
     Attributes:
-      kind: ``steady``, ``step``, ``jitter`` or ``wander``.
-      name: e.g. ``R=4``, ``R 4->2``, ``R=4 jitter 35% seed 0``.
+      kind: the :class:`Kind` of scenario.
+      ratio: R; before the change for ``STEP``, the mean for ``WANDER``.
+      ratio_after: R after the change (``STEP``).
+      seed: the seed of the jitter or the bursts (``JITTER``, ``BURST``).
       seconds: the controller's time for the run, in step-times.
-      reference: what it is compared with (``e=4 from the start``, ``best fixed e=5``).
+      reference_factor: the fixed factor it is compared with.
+      reference_is_best: whether that is the best fixed factor (else ``e = max(R, 1)`` from the start).
       reference_seconds: that reference's time.
       time_ratio: ``seconds / reference_seconds``.
       echoed_share: the share of the steps' data that was a repeat.
-      settle_steps: steps after a change of R until the factor settled near it (``step``).
-      held_moves: times the held factor moved by more than 25% (``jitter``).
       decisions: how many decisions the controller took.
+      settle_steps: steps after a change of R until the factor settled near it (``STEP``).
+      held_moves: times the held factor moved by more than 25% (``JITTER``, ``BURST``).
       targets: the bounds this scenario is held to.
     """
 
-    kind: str
-    name: str
+    kind: Kind
+    ratio: float
     seconds: float
-    reference: str
+    reference_factor: float
+    reference_is_best: bool
     reference_seconds: float
-    time_ratio: float
     echoed_share: float
     decisions: int
+    ratio_after: Optional[float] = None
+    seed: Optional[int] = None
     settle_steps: Optional[float] = None
     held_moves: Optional[int] = None
     targets: tuple = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "kind", Kind(self.kind))
+
+    @property
+    def time_ratio(self) -> float:
+        return self.seconds / self.reference_seconds
+
+    @property
+    def label(self) -> str:
+        """The scenario in words, e.g. ``R=4 jitter 35% seed 0`` (for tables; never read back)."""
+        if self.kind == Kind.STEP:
+            return f"R {self.ratio:g}->{self.ratio_after:g}"
+        if self.kind == Kind.WANDER:
+            return f"R={self.ratio:g}±{WANDER_AMPLITUDE:g} over {WANDER_PERIOD} steps"
+        extra = {Kind.JITTER: f" jitter {JITTER:.0%}", Kind.BURST: f" bursts of 1-{2 * BURST_BATCHES - 1}"}
+        seed = "" if self.seed is None else f" seed {self.seed}"
+        return f"R={self.ratio:g}{extra.get(self.kind, '')}{seed}"
+
+    @property
+    def reference(self) -> str:
+        if self.reference_is_best:
+            return f"best fixed e={self.reference_factor:g}"
+        return f"e={self.reference_factor:g} from the start"
 
     def figure(self, name: str) -> float:
         return getattr(self, name)
@@ -92,6 +134,16 @@ class ScenarioResult:
     @property
     def met(self) -> bool:
         return all(self.figure(t.figure) is not None and self.figure(t.figure) <= t.bound for t in self.targets)
+
+    def record(self) -> dict:
+        """The result as a JSON record: its fields, and whether it met its targets."""
+        return {**dataclasses.asdict(self), "kind": self.kind.value, "met": self.met if self.targets else None}
+
+    @classmethod
+    def from_record(cls, record: dict) -> "ScenarioResult":
+        names = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{**{k: v for k, v in record.items() if k in names},
+                      "targets": tuple(Target(**t) for t in record["targets"])})
 
 
 def controlled(scenario: Scenario) -> Run:
@@ -112,9 +164,8 @@ def steady(ratio: float) -> ScenarioResult:
     factor = max(1.0, ratio)
     reference = simulate(scenario, factor=factor).seconds
     bound = 1.03 if ratio <= 1 else 1.08
-    return ScenarioResult("steady", f"R={ratio:g}", run.seconds, f"e={factor:g} from the start", reference,
-                          run.seconds / reference, run.echoed_share, len(run.decisions),
-                          targets=(Target("time_ratio", bound),))
+    return ScenarioResult(Kind.STEADY, ratio, run.seconds, factor, False, reference, run.echoed_share,
+                          len(run.decisions), targets=(Target("time_ratio", bound),))
 
 
 def settle_steps(run: Run, change_step: int, ratio: float) -> float:
@@ -147,18 +198,17 @@ def step_change(before: float, after: float) -> ScenarioResult:
         runs.append((scenario, run))
     scenario, run = runs[CHANGE_STEPS.index(300)]
     factor, reference = best_fixed(scenario)
-    return ScenarioResult("step", f"R {before:g}->{after:g}", run.seconds, f"best fixed e={factor:g}", reference,
-                          run.seconds / reference, run.echoed_share, len(run.decisions),
-                          settle_steps=max(settled), targets=(Target("settle_steps", 150),))
+    return ScenarioResult(Kind.STEP, before, run.seconds, factor, True, reference, run.echoed_share,
+                          len(run.decisions), ratio_after=after, settle_steps=max(settled),
+                          targets=(Target("settle_steps", 150),))
 
 
 def jitter(ratio: float, seed: int) -> ScenarioResult:
-    scenario = Scenario(ratio=ratio, steps=STEPS, jitter=0.35, seed=seed)
+    scenario = Scenario(ratio=ratio, steps=STEPS, jitter=JITTER, seed=seed)
     run = controlled(scenario)
     factor, reference = best_fixed(scenario)
-    return ScenarioResult("jitter", f"R={ratio:g} jitter 35% seed {seed}", run.seconds, f"best fixed e={factor:g}",
-                          reference, run.seconds / reference, run.echoed_share, len(run.decisions),
-                          held_moves=held_moves(run),
+    return ScenarioResult(Kind.JITTER, ratio, run.seconds, factor, True, reference, run.echoed_share,
+                          len(run.decisions), seed=seed, held_moves=held_moves(run),
                           targets=(Target("time_ratio", 1.10), Target("held_moves", 2)))
 
 
@@ -172,22 +222,20 @@ def wander() -> ScenarioResult:
     scenario = Scenario(ratio=wandering_ratio, steps=STEPS)
     run = controlled(scenario)
     factor, reference = best_fixed(scenario)
-    return ScenarioResult("wander", "R=2±0.6 over 400 steps", run.seconds, f"best fixed e={factor:g}", reference,
-                          run.seconds / reference, run.echoed_share, len(run.decisions),
-                          targets=(Target("time_ratio", 1.12),))
+    return ScenarioResult(Kind.WANDER, WANDER_MEAN, run.seconds, factor, True, reference, run.echoed_share,
+                          len(run.decisions), targets=(Target("time_ratio", 1.12),))
 
 
 def burst(ratio: float, seed: int) -> ScenarioResult:
     scenario = Scenario(ratio=ratio, steps=STEPS, burst_batches=BURST_BATCHES, seed=seed)
     run = controlled(scenario)
     factor, reference = best_fixed(scenario)
-    return ScenarioResult("burst", f"R={ratio:g} bursts of 1-{2 * BURST_BATCHES - 1} seed {seed}", run.seconds,
-                          f"best fixed e={factor:g}", reference, run.seconds / reference, run.echoed_share,
-                          len(run.decisions), held_moves=held_moves(run))
+    return ScenarioResult(Kind.BURST, ratio, run.seconds, factor, True, reference, run.echoed_share,
+                          len(run.decisions), seed=seed, held_moves=held_moves(run))
 
 
 def wandering_ratio(step: int) -> float:
-    return 2.0 + 0.6 * math.sin(2 * math.pi * step / 400)
+    return WANDER_MEAN + WANDER_AMPLITUDE * math.sin(2 * math.pi * step / WANDER_PERIOD)
 
 
 def _step_schedule(before: float, after: float, change: int) -> Callable[[int], float]:
@@ -213,17 +261,14 @@ def table(results: list[ScenarioResult]) -> str:
         moves = "" if r.held_moves is None else f"{r.held_moves}"
         bounds = ", ".join(f"{t.figure} <= {t.bound:g}" for t in r.targets)
         met = f"{'yes' if r.met else 'NO'} ({bounds})" if r.targets else "no target (reported)"
-        lines.append(f"| {r.kind} {r.name} | {r.time_ratio:.3f} | {r.reference} | {r.echoed_share:.2f} | {settle} | "
+        lines.append(f"| {r.kind.value} {r.label} | {r.time_ratio:.3f} | {r.reference} | {r.echoed_share:.2f} | {settle} | "
                      f"{moves} | {met} |")
     return "\n".join(lines)
 
 
 def document_table(document: dict) -> str:
     """:func:`table` from a results file written by :func:`main` (the README's table)."""
-    names = {field.name for field in dataclasses.fields(ScenarioResult)}
-    results = [ScenarioResult(**{**{k: v for k, v in record.items() if k in names},
-                                 "targets": tuple(Target(**t) for t in record["targets"])})
-               for record in document["results"]["scenarios"]]
+    results = [ScenarioResult.from_record(record) for record in document["results"]["scenarios"]]
     return table(results)
 
 
@@ -237,8 +282,9 @@ def plot(path: Path) -> Path:
     panels = [("R 4 -> 2 at step 300", Scenario(ratio=_step_schedule(4.0, 2.0, 300), steps=STEPS)),
               ("R 2 -> 5 at step 300", Scenario(ratio=_step_schedule(2.0, 5.0, 300), steps=STEPS)),
               ("R 6 -> 1 at step 300", Scenario(ratio=_step_schedule(6.0, 1.0, 300), steps=STEPS)),
-              ("R = 4, 35% jitter (seed 0)", Scenario(ratio=4.0, steps=STEPS, jitter=0.35, seed=0)),
-              ("R = 2 ± 0.6 over 400 steps", Scenario(ratio=wandering_ratio, steps=STEPS))]
+              (f"R = 4, {JITTER:.0%} jitter (seed 0)", Scenario(ratio=4.0, steps=STEPS, jitter=JITTER, seed=0)),
+              (f"R = {WANDER_MEAN:g} ± {WANDER_AMPLITUDE:g} over {WANDER_PERIOD} steps",
+               Scenario(ratio=wandering_ratio, steps=STEPS))]
     figure, axes = plt.subplots(len(panels), 1, figsize=(8, 2.2 * len(panels)), sharex=True)
     for axis, (title, scenario) in zip(axes, panels):
         run = controlled(scenario)
@@ -265,7 +311,7 @@ def main(argv=None) -> None:
                 "controller": dataclasses.asdict(echoing.ControllerSettings(max_factor=MAX_FACTOR)),
                 "fixed_factors": list(FIXED_FACTORS), "change_steps": list(CHANGE_STEPS),
                 "burst_batches": BURST_BATCHES}
-    records = [{**dataclasses.asdict(r), "met": r.met if r.targets else None} for r in results]
+    records = [r.record() for r in results]
     path = results_io.write_results("controller_simulation", settings, {"scenarios": records}, args.output_dir)
     print(f"results: {path}")
     print(f"plot: {plot(args.output_dir / 'controller_simulation.png')}")

@@ -47,7 +47,7 @@ def _group_key(config: dict) -> tuple:
 
 
 def _baseline_of(config: dict) -> dict:
-    return {**config, "placement": "none", "factor": 1.0, "echo_shuffle": 0, "auto_echo": False}
+    return {**config, "placement": "none", "factor": 1.0, "echo_shuffle": 0, "auto_echo": False, "max_factor": None}
 
 
 def _same(config: dict, other: dict) -> bool:

@@ -14,8 +14,10 @@ from typing import Any, Callable, Optional
 
 # The form of a results document. 2: measurements shared by records are lists of
 # ``{"of": {fields}, "value": ...}``, found by their fields (1 keyed them by strings such as
-# "resnet/R=4"; ``python -m benchmarks.migrate_results`` rewrites such a file).
-SCHEMA_VERSION = 2
+# "resnet/R=4"). 3: settings are fields, never labels (an AutoEcho run's max_factor, a
+# throughput configuration's name and factor). ``python -m benchmarks.migrate_results``
+# rewrites an older file.
+SCHEMA_VERSION = 3
 
 # The committed results, regenerated only by the commands the README names for them
 # (each passes ``--output-dir benchmarks/results``).

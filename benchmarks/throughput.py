@@ -42,6 +42,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -128,6 +129,31 @@ BASELINES = {
 }
 
 
+@dataclass(frozen=True)
+class Stage:
+    """One configuration measured: what sits between the upstream and the consumer.
+
+    Attributes:
+      name: ``"no echo"``, ``"echo"`` (:func:`echoing.echo`), a name of :data:`BASELINES`,
+        ``"consumer alone"`` or ``"zero-cost echo stage (bound)"``.
+      factor: the echo factor; ``None`` where there is no echo stage.
+      stats: whether the echo stage counts into an :class:`echoing.EchoStats`.
+    """
+
+    name: str
+    factor: Optional[float] = None
+    stats: bool = False
+
+    @property
+    def label(self) -> str:
+        """The configuration in words, for tables (never read back)."""
+        factor = "" if self.factor is None else f" e={self.factor:g}"
+        return f"{self.name}{factor}{' with stats' if self.stats else ''}"
+
+
+NO_ECHO = Stage("no echo")
+
+
 def output_rate(dataset: tf.data.Dataset, seconds: float, consumer=lambda ds: ds.batch(CONSUMER_BATCH)) -> float:
     """Output elements per second, consuming batches for about ``seconds`` after a warm-up."""
     iterator = iter(consumer(dataset).prefetch(2))
@@ -141,65 +167,58 @@ def output_rate(dataset: tf.data.Dataset, seconds: float, consumer=lambda ds: ds
             return count / elapsed
 
 
-def measure_round_robin(builders: dict[str, callable], seconds: float, repeats: int,
-                        consumer=lambda ds: ds.batch(CONSUMER_BATCH)) -> dict[str, list[float]]:
-    """Rates of every named dataset, ``repeats`` times each, interleaved across configurations."""
-    rates = {name: [] for name in builders}
+def measure_round_robin(builders: dict, seconds: float, repeats: int,
+                        consumer=lambda ds: ds.batch(CONSUMER_BATCH)) -> dict:
+    """Rates of every dataset (keyed as ``builders`` are), ``repeats`` times each, interleaved across them."""
+    rates = {key: [] for key in builders}
     for _ in range(repeats):
-        for name, build in builders.items():
-            rates[name].append(output_rate(build(), seconds, consumer))
+        for key, build in builders.items():
+            rates[key].append(output_rate(build(), seconds, consumer))
     return rates
 
 
 def echo_stage(config: ThroughputConfig) -> dict:
     """Measurement 1: the echo stage alone on a free upstream, against the baselines."""
-    builders = {"no echo": free_upstream}
+    builders = {NO_ECHO: free_upstream}
     for e in config.factors:
-        builders[f"echo e={e:g}"] = lambda e=e: free_upstream().apply(echoing.echo(e))
+        builders[Stage("echo", float(e))] = lambda e=e: free_upstream().apply(echoing.echo(e))
     # echo(1) without stats returns its input; with stats it builds the stage.
-    builders["echo e=1 with stats"] = lambda: free_upstream().apply(echoing.echo(1, stats=echoing.EchoStats()))
+    builders[Stage("echo", 1.0, stats=True)] = lambda: free_upstream().apply(echoing.echo(1, stats=echoing.EchoStats()))
     for name, baseline in BASELINES.items():
         for e in config.one_liner_factors:
-            builders[f"{name} e={e}"] = lambda e=e, baseline=baseline: free_upstream().apply(baseline(e))
+            builders[Stage(name, float(e))] = lambda e=e, baseline=baseline: free_upstream().apply(baseline(e))
     rates = measure_round_robin(builders, config.seconds, config.repeats)
-    rows = median_rows(rates)
     # Each ratio is paired: per round, two configurations measured one after the other.
-    pairs = {"echo e=1 / no echo": ("echo e=1", "no echo"),
-             "echo e=1 with stats / no echo": ("echo e=1 with stats", "no echo")}
-    for name in BASELINES:
-        for e in config.one_liner_factors:
-            if e > 1:
-                pairs[f"echo / {name} at e={e}"] = (f"echo e={e:g}", f"{name} e={e}")
-    paired = {label: paired_ratio(rates[a], rates[b]) for label, (a, b) in pairs.items() if a in rates and b in rates}
-    return {"rows": rows, "paired_ratios": paired}
+    pairs = [(Stage("echo", 1.0), NO_ECHO), (Stage("echo", 1.0, stats=True), NO_ECHO)]
+    pairs += [(Stage("echo", float(e)), Stage(name, float(e))) for name in BASELINES for e in config.one_liner_factors
+              if e > 1]
+    paired = [paired_ratio(a, b, rates[a], rates[b]) for a, b in pairs if a in rates and b in rates]
+    return {"rows": median_rows(rates), "paired_ratios": paired}
 
 
-def median_rows(rates: dict[str, list[float]]) -> list[dict]:
-    """One row per configuration: its rates over rounds and their median."""
-    return [{"name": name, "rates": r, "median": statistics.median(r)} for name, r in rates.items()]
+def median_rows(rates: dict) -> list[dict]:
+    """One row per :class:`Stage`: its fields, its rates over rounds and their median."""
+    return [{**asdict(stage), "rates": r, "median": statistics.median(r)} for stage, r in rates.items()]
 
 
-def paired_ratio(a: list[float], b: list[float]) -> dict:
-    """Median and range over rounds of ``a[i] / b[i]``, two rates measured side by side."""
+def paired_ratio(of: Stage, over: Stage, a: list[float], b: list[float]) -> dict:
+    """Median and range over rounds of ``a[i] / b[i]``, the rates of ``of`` and ``over`` measured side by side."""
     ratios = [x / y for x, y in zip(a, b)]
-    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+    return {"of": asdict(of), "over": asdict(over), "median": statistics.median(ratios), "min": min(ratios),
+            "max": max(ratios)}
 
 
 def throttled(config: ThroughputConfig, ceilings: dict[float, float]) -> dict:
     """Measurement 2: a bandwidth-limited upstream, echoed."""
     rate = config.upstream_rate
-    builders = {
-        f"e={e:g}": (lambda e=e: free_upstream().apply(throttle(rate)).apply(echoing.echo(e)))
-        for e in config.factors
-    }
+    builders = {e: (lambda e=e: free_upstream().apply(throttle(rate)).apply(echoing.echo(e))) for e in config.factors}
     rates = measure_round_robin(builders, config.throttled_seconds, config.repeats)
     rows = []
     for e in config.factors:
-        measured = statistics.median(rates[f"e={e:g}"])
+        measured = statistics.median(rates[e])
         bound = min(e * rate, ceilings.get(e, math.inf))
-        rows.append(
-            {"factor": e, "rates": rates[f"e={e:g}"], "median": measured, "bound": bound, "fraction_of_bound": measured / bound}
-        )
+        rows.append({"factor": e, "rates": rates[e], "median": measured, "bound": bound,
+                     "fraction_of_bound": measured / bound})
     return {"upstream_rate": rate, "rows": rows}
 
 
@@ -233,18 +252,20 @@ def shapes(config: ThroughputConfig) -> dict:
             # 64 cached elements cycled, no upstream work: what the consumer alone costs.
             return upstream().take(64).cache().repeat()
 
-        builders = {"no echo": upstream, "consumer alone": consumer_alone}
+        alone = Stage("consumer alone")
+        builders = {NO_ECHO: upstream, alone: consumer_alone}
         for e in config.shape_factors:
-            builders[f"echo e={e}"] = lambda e=e, upstream=upstream: upstream().apply(echoing.echo(e))
-            builders[f"one-liner e={e}"] = lambda e=e, upstream=upstream: upstream().apply(one_liner(e))
+            builders[Stage("echo", float(e))] = lambda e=e, upstream=upstream: upstream().apply(echoing.echo(e))
+            builders[Stage("one-liner", float(e))] = lambda e=e, upstream=upstream: upstream().apply(one_liner(e))
         rates = measure_round_robin(builders, config.seconds, config.repeats, consumer)
-        paired = {}
+        paired = []
         for e in config.shape_factors:
-            paired[f"echo / one-liner at e={e}"] = paired_ratio(rates[f"echo e={e}"], rates[f"one-liner e={e}"])
+            echo, liner = Stage("echo", float(e)), Stage("one-liner", float(e))
+            paired.append(paired_ratio(echo, liner, rates[echo], rates[liner]))
             # An echo stage that cost nothing: the upstream's time per element (no echo's
             # minus the consumer's) spread over e outputs, plus the consumer's; per round.
-            bound = [1 / ((1 / none - 1 / alone) / e + 1 / alone) for none, alone in zip(rates["no echo"], rates["consumer alone"])]
-            paired[f"zero-cost echo stage (bound) / one-liner at e={e}"] = paired_ratio(bound, rates[f"one-liner e={e}"])
+            bound = [1 / ((1 / none - 1 / only) / e + 1 / only) for none, only in zip(rates[NO_ECHO], rates[alone])]
+            paired.append(paired_ratio(Stage("zero-cost echo stage (bound)", float(e)), liner, bound, rates[liner]))
         results[case] = {"rows": median_rows(rates), "paired_ratios": paired}
     return results
 
@@ -301,10 +322,9 @@ def table(document: dict) -> str:
     """Markdown tables of a throughput results document."""
     results = document["results"]
     lines = ["| configuration | elements/s (median) |", "|---|---:|"]
-    lines += [f"| {row['name']} | {row['median']:,.0f} |" for row in results["echo_stage"]["rows"]]
+    lines += [f"| {Stage(**_stage_fields(row)).label} | {row['median']:,.0f} |" for row in results["echo_stage"]["rows"]]
     lines += ["", "| paired ratio (median (min-max) over rounds) | value |", "|---|---:|"]
-    for name, value in results["echo_stage"]["paired_ratios"].items():
-        lines.append(f"| {name} | {value['median']:.2f} ({value['min']:.2f}-{value['max']:.2f}) |")
+    lines += [_paired_line(value) for value in results["echo_stage"]["paired_ratios"]]
     up = results["throttled"]
     lines += ["", f"| throttled upstream U={up['upstream_rate']:g}/s | elements/s | min(e*U, ceiling) | fraction |", "|---|---:|---:|---:|"]
     lines += [f"| e={r['factor']:g} | {r['median']:,.0f} | {r['bound']:,.0f} | {r['fraction_of_bound']:.3f} |" for r in up["rows"]]
@@ -312,16 +332,23 @@ def table(document: dict) -> str:
     lines += [f"| {r['buffer_size']:,} | {r['growth_mib']:,.0f} | {r['buffer_payload_mib']:,.0f} |" for r in results["memory"]]
     for case, measured in results.get("shapes", {}).items():
         lines += ["", f"| {case} | elements/s (median) |", "|---|---:|"]
-        lines += [f"| {row['name']} | {row['median']:,.0f} |" for row in measured["rows"]]
-        lines += [f"| {name} (paired) | {value['median']:.2f} ({value['min']:.2f}-{value['max']:.2f}) |"
-                  for name, value in measured["paired_ratios"].items()]
+        lines += [f"| {Stage(**_stage_fields(row)).label} | {row['median']:,.0f} |" for row in measured["rows"]]
+        lines += [_paired_line(value, " (paired)") for value in measured["paired_ratios"]]
     return "\n".join(lines)
+
+
+def _stage_fields(row: dict) -> dict:
+    return {name: row[name] for name in ("name", "factor", "stats")}
+
+
+def _paired_line(value: dict, suffix: str = "") -> str:
+    of, over = Stage(**value["of"]), Stage(**value["over"])
+    return f"| {of.label} / {over.label}{suffix} | {value['median']:.2f} ({value['min']:.2f}-{value['max']:.2f}) |"
 
 
 def run(config: ThroughputConfig, output: Path | None) -> dict:
     stage = echo_stage(config)
-    by_name = {row["name"]: row["median"] for row in stage["rows"]}
-    ceilings = {e: by_name[f"echo e={e:g}"] for e in config.factors}
+    ceilings = {row["factor"]: row["median"] for row in stage["rows"] if row["name"] == "echo" and not row["stats"]}
     results = {"echo_stage": stage, "throttled": throttled(config, ceilings), "memory": memory(config),
                "shapes": shapes(config)}
     document = {"settings": asdict(config), "results": results}

@@ -57,27 +57,37 @@ class RunConfig:
       mode: ``"sample"``, ``"replay"`` or ``"wallclock"``.
       task: a key of :data:`benchmarks.tasks.TASKS`.
       placement: echo point (``"none"`` for the baseline).
-      factor: echo factor; with ``auto_echo``, the largest factor the controller may set.
+      factor: the fixed echo factor; ``None`` with ``auto_echo``.
       echo_shuffle: echo shuffle buffer size (elements of the echo stage).
       seed: seeds data order, augmentation, echo and initial weights.
       ratio: the R the read is throttled to (replay and wallclock modes), else ``None``.
       auto_echo: whether an :class:`echoing.EchoController` chooses the factor.
+      max_factor: with ``auto_echo``, the largest factor the controller may set; else ``None``.
     """
 
     mode: str
     task: str
     placement: str
-    factor: float
+    factor: Optional[float]
     echo_shuffle: int
     seed: int
     ratio: Optional[float] = None
     auto_echo: bool = False
+    max_factor: Optional[float] = None
+
+    def __post_init__(self):
+        if self.auto_echo and (self.factor is not None or self.max_factor is None):
+            raise ValueError(f"factor, max_factor: AutoEcho sets the factor up to max_factor; expected factor=None and "
+                             f"a max_factor, got factor={self.factor!r}, max_factor={self.max_factor!r}")
+        if not self.auto_echo and (self.factor is None or self.max_factor is not None):
+            raise ValueError(f"factor, max_factor: a fixed run needs a factor and no max_factor, got "
+                             f"factor={self.factor!r}, max_factor={self.max_factor!r}")
 
     def key(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     def describe(self) -> str:
-        factor = f"auto(<={self.factor:g})" if self.auto_echo else f"{self.factor:g}"
+        factor = f"auto(<={self.max_factor:g})" if self.auto_echo else f"{self.factor:g}"
         ratio = f" R={self.ratio:g}" if self.ratio is not None else ""
         return f"{self.mode} {self.task} {self.placement} e={factor} shuffle={self.echo_shuffle}{ratio} seed={self.seed}"
 
@@ -185,8 +195,8 @@ def planned_replay_runs(plan: BenchmarkPlan, tasks: dict, records: list) -> list
                         runs.append(RunConfig("replay", name, task.default_point, float(factor), shuffle, seed, float(ratio)))
                 if plan.auto_echo:
                     shuffle = echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches))
-                    runs.append(RunConfig("replay", name, task.default_point, float(max(plan.replay_factors)), shuffle,
-                                          seed, float(ratio), auto_echo=True))
+                    runs.append(RunConfig("replay", name, task.default_point, None, shuffle, seed, float(ratio),
+                                          auto_echo=True, max_factor=float(max(plan.replay_factors))))
     return runs
 
 
@@ -204,8 +214,8 @@ def planned_wallclock_runs(plan: BenchmarkPlan, tasks: dict) -> list[RunConfig]:
                     else:
                         runs.append(RunConfig("wallclock", name, task.default_point, float(factor), shuffle, seed, float(ratio)))
                 if plan.auto_echo:
-                    runs.append(RunConfig("wallclock", name, task.default_point, float(max(plan.replay_factors)), shuffle,
-                                          seed, float(ratio), auto_echo=True))
+                    runs.append(RunConfig("wallclock", name, task.default_point, None, shuffle, seed, float(ratio),
+                                          auto_echo=True, max_factor=float(max(plan.replay_factors))))
     return runs
 
 
@@ -302,7 +312,7 @@ def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsF
         factor = tf.Variable(1.0, dtype=tf.float64)
         config = task.pipeline_config(run.placement, factor, run.echo_shuffle, run.seed, read_rate=measured["read_rate"],
                                       **options)
-        controller = echoing.EchoController(max_factor=run.factor)
+        controller = echoing.EchoController(max_factor=run.max_factor)
         timeline = replay.replay(task, config, steps=auto_echo_replay_steps(task, results.runs, run),
                                  step_seconds=step.step_seconds, train_step=step.train_step, controller=controller,
                                  factor=factor)
@@ -311,7 +321,7 @@ def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsF
                 "held_from_step": held[0].step if held else None}
 
     timeline = results.measure_once("auto_echo_timelines", dataclasses.asdict(run), timed)
-    if replay.redecide(timeline, echoing.EchoController(max_factor=run.factor)) != timeline["decisions"]:
+    if replay.redecide(timeline, echoing.EchoController(max_factor=run.max_factor)) != timeline["decisions"]:
         raise RuntimeError(f"{run.describe()}: the saved AutoEcho timeline was recorded with another controller (its "
                            "decisions differ from this one's on the same step times); delete it from "
                            "auto_echo_timelines in the results file and time it again with --time-only, alone")
@@ -319,7 +329,7 @@ def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsF
         if timeline["held_factor"] else "  AutoEcho never held a factor")
     if not train:
         return None
-    trained = train_to_target(task, run.placement, run.factor, run.echo_shuffle, seed=run.seed,
+    trained = train_to_target(task, run.placement, run.max_factor, run.echo_shuffle, seed=run.seed,
                               factor_schedule=timeline["factors"], log=log, **options)
     record = {**trained, measurements_name: measured, "startup_seconds": timeline["startup_seconds"],
               "decisions": timeline["decisions"], "held_factor": timeline["held_factor"],

@@ -17,27 +17,31 @@ def test_throughput_benchmark_runs_end_to_end_and_fills_the_readme_table(tmp_pat
     document = json.loads((tmp_path / "throughput.json").read_text())
     assert {"machine", "versions", "settings", "results", "command", "created"} <= set(document)
     results = document["results"]
-    names = [row["name"] for row in results["echo_stage"]["rows"]]
-    assert names == ["no echo", "echo e=1", "echo e=1.5", "echo e=2", "echo e=1 with stats"] + [
-        f"{name} e={e}" for name in throughput.BASELINES for e in (1, 2)]
+    Stage = throughput.Stage
+    stages = [Stage(row["name"], row["factor"], row["stats"]) for row in results["echo_stage"]["rows"]]
+    assert stages == [Stage("no echo"), Stage("echo", 1.0), Stage("echo", 1.5), Stage("echo", 2.0),
+                      Stage("echo", 1.0, stats=True)] + [Stage(name, float(e)) for name in throughput.BASELINES
+                                                         for e in (1, 2)]
     paired = results["echo_stage"]["paired_ratios"]
-    assert set(paired) == {"echo e=1 / no echo", "echo e=1 with stats / no echo"} | {
-        f"echo / {name} at e=2" for name in throughput.BASELINES}
-    assert all(r["min"] <= r["median"] <= r["max"] for r in paired.values())
+    pairs = [(Stage(**p["of"]), Stage(**p["over"])) for p in paired]
+    assert pairs == [(Stage("echo", 1.0), Stage("no echo")), (Stage("echo", 1.0, stats=True), Stage("no echo"))] + [
+        (Stage("echo", 2.0), Stage(name, 2.0)) for name in throughput.BASELINES]
+    assert all(r["min"] <= r["median"] <= r["max"] for r in paired)
     assert all(row["median"] > 0 for row in results["echo_stage"]["rows"])
     assert [row["factor"] for row in results["throttled"]["rows"]] == [1, 1.5, 2]
     assert [row["buffer_size"] for row in results["memory"]] == [0, 500]
     assert set(results["shapes"]) == set(throughput.SHAPE_CASES)
     for measured in results["shapes"].values():
-        assert [row["name"] for row in measured["rows"]] == ["no echo", "consumer alone", "echo e=2", "one-liner e=2"]
-        assert set(measured["paired_ratios"]) == {"echo / one-liner at e=2",
-                                                  "zero-cost echo stage (bound) / one-liner at e=2"}
+        assert [Stage(row["name"], row["factor"]) for row in measured["rows"]] == [
+            Stage("no echo"), Stage("consumer alone"), Stage("echo", 2.0), Stage("one-liner", 2.0)]
+        assert [(p["of"]["name"], p["over"]["name"], p["of"]["factor"]) for p in measured["paired_ratios"]] == [
+            ("echo", "one-liner", 2.0), ("zero-cost echo stage (bound)", "one-liner", 2.0)]
 
     readme = tmp_path / "README.md"
     readme.write_text("before\n<!-- table:throughput -->\n<!-- /table:throughput -->\nafter\n")
     assert readme_tables.update_readme(readme, tmp_path) == ["throughput"]
     text = readme.read_text()
-    assert "| echo e=1.5 |" in text and text.endswith("<!-- /table:throughput -->\nafter\n")
+    assert "| echo e=1.5 |" in text and "| echo e=2 / one-liner e=2 |" in text and text.endswith("<!-- /table:throughput -->\nafter\n")
     readme_tables.update_readme(readme, tmp_path)  # Twice: the table is replaced, not appended.
     assert readme.read_text() == text
 

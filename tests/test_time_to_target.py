@@ -115,7 +115,7 @@ def test_replays_time_the_sample_runs_steps_with_their_best_echo_shuffle(finishe
 def test_auto_echo_is_replayed_then_trained_on_its_choices(finished):
     output, *_ = finished
     (auto,) = [r for r in records(output, "replay") if r["config"]["auto_echo"]]
-    assert auto["config"]["factor"] == 2.0  # The largest replayed factor caps the controller.
+    assert auto["config"]["factor"] is None and auto["config"]["max_factor"] == 2.0  # The largest replayed factor.
     assert auto["decisions"] and "(probe)" in auto["decisions"][0]
     assert auto["reached"] and auto["steps"] == 2 and auto["seconds"] > 0
     assert [p["step"] for p in auto["curve"]] == [2, 4]
@@ -229,8 +229,9 @@ def test_two_processes_filling_one_results_file_keep_each_others_records(tmp_pat
 def test_best_fixed_factor_and_auto_echo_against_it_seed_by_seed():
     def record(factor, seed, steps_time, auto=False, steps=500):
         placement = "none" if factor == 1 else "before_augment"
-        config = dataclasses.asdict(T.RunConfig("replay", "resnet", placement, factor, 0 if factor == 1 else 1024, seed, 4.0,
-                                                auto_echo=auto))
+        config = dataclasses.asdict(T.RunConfig("replay", "resnet", placement, None if auto else factor,
+                                                0 if factor == 1 else 1024, seed, 4.0, auto_echo=auto,
+                                                max_factor=factor if auto else None))
         return {"config": config, "reached": True, "steps": steps, "fresh_examples": 1.0, "seconds": steps_time * 0.03,
                 "seconds_in_steps": steps_time, **({"held_factor": 4.4} if auto else {})}
 
@@ -250,8 +251,9 @@ def test_best_fixed_factor_and_auto_echo_against_it_seed_by_seed():
 def test_wallclock_tables_take_seconds_against_the_same_seed_and_show_r_under_load():
     def record(factor, seed, seconds, auto=False):
         placement = "none" if factor == 1 else "before_augment"
-        config = dataclasses.asdict(T.RunConfig("wallclock", "resnet", placement, factor, 0 if factor == 1 else 1024, seed,
-                                                4.0, auto_echo=auto))
+        config = dataclasses.asdict(T.RunConfig("wallclock", "resnet", placement, None if auto else factor,
+                                                0 if factor == 1 else 1024, seed, 4.0, auto_echo=auto,
+                                                max_factor=factor if auto else None))
         return {"config": config, "reached": True, "steps": 500, "fresh_examples": 1.0, "seconds": seconds,
                 "seconds_in_steps": seconds / 0.1, **({"held_factor": 4.2} if auto else {})}
 
@@ -289,8 +291,8 @@ def test_a_results_file_of_the_old_schema_is_refused_and_migrated(tmp_path):
     path = tmp_path / "time_to_target.json"
     old = {"benchmark": "time_to_target", "results": {"runs": [], "pipelines": {
         "resnet/R=4/seed=1/step=0.03": {"measured_ratio": 4.1}}, "auto_echo_timelines": {
-        json.dumps(dataclasses.asdict(T.RunConfig("replay", "resnet", "before_augment", 8.0, 1024, 0, 4.0, True)),
-                   sort_keys=True): {"decisions": []}}}}
+        json.dumps({"mode": "replay", "task": "resnet", "placement": "before_augment", "factor": 8.0, "echo_shuffle": 1024,
+                    "seed": 0, "ratio": 4.0, "auto_echo": True}, sort_keys=True): {"decisions": []}}}}
     path.write_text(json.dumps(old))
     with pytest.raises(ValueError, match="schema version 1.*python -m benchmarks.migrate_results"):
         results_io.read_results(path)
@@ -299,7 +301,9 @@ def test_a_results_file_of_the_old_schema_is_refused_and_migrated(tmp_path):
     assert document["results"]["pipelines"] == [
         {"of": {"task": "resnet", "ratio": 4.0, "seed": 1, "step_seconds": 0.03}, "value": {"measured_ratio": 4.1}}]
     (timeline,) = document["results"]["auto_echo_timelines"]
-    assert timeline["of"] == dataclasses.asdict(T.RunConfig("replay", "resnet", "before_augment", 8.0, 1024, 0, 4.0, True))
+    # Schema 3: AutoEcho's largest factor is max_factor, not factor.
+    assert timeline["of"] == dataclasses.asdict(T.RunConfig("replay", "resnet", "before_augment", None, 1024, 0, 4.0, True,
+                                                            max_factor=8.0))
 
 
 def test_calibration_corrects_the_throttle_until_r_under_load_is_the_nominal_one(monkeypatch, tmp_path):
