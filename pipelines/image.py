@@ -26,7 +26,8 @@ import tensorflow as tf
 import echoing
 from pipelines import shapes_data
 from pipelines.slow_storage import throttle
-from pipelines.staged import AFTER_AUGMENT, AFTER_BATCH, BEFORE_AUGMENT, EchoConfig, check_pipeline_config, echo_point, on_service
+from pipelines.staged import (AFTER_AUGMENT, AFTER_BATCH, BEFORE_AUGMENT, EchoConfig, check_pipeline_config, echo_point,
+                              on_service, stream_seed)
 
 ECHO_POINTS = (BEFORE_AUGMENT, AFTER_AUGMENT, AFTER_BATCH)
 TFDS_SOURCES = {"cifar10": 32, "imagenet2012": 224, "imagenette": 224}  # name -> training image size
@@ -46,7 +47,9 @@ class ImagePipelineConfig:
       source: ``"shapes"`` (embedded), ``"cifar10"``, ``"imagenet2012"`` or ``"imagenette"``.
       batch_size: examples per batch.
       echo: where and how much to echo (no echo by default).
-      seed: seeds file order, example shuffle, augmentation and echo; ``None`` for random.
+      seed: seeds file order and the example shuffle; augmentation and echo each draw from
+        their own stream derived from it (:func:`pipelines.staged.stream_seed`); ``None``
+        for random.
       shuffle_buffer_size: the input shuffle buffer, in examples. 10,000 holds two shards
         of the embedded data, enough to mix them (and as in common CIFAR pipelines).
       num_train_examples: size of the embedded training split (at least 100k is the
@@ -205,14 +208,15 @@ def train_dataset(config: ImagePipelineConfig, stats: Optional[echoing.EchoStats
     ds = echo_point(ds, BEFORE_AUGMENT, echo, seed=config.seed, stats=stats)
     # Augmentation seeds are drawn after the echo stage, so that echoed copies are
     # augmented independently; a seeded random stream keeps the pipeline reproducible and
-    # gives fresh draws every epoch.
+    # gives fresh draws every epoch. It is its own stream, not the echo stage's.
+    augment_seed = stream_seed(config.seed, "augmentation")
     if size <= 32:
         # Small images of one size: augmented in groups by one vectorised map.
-        draws = tf.data.Dataset.random(seed=config.seed, rerandomize_each_iteration=True)
+        draws = tf.data.Dataset.random(seed=augment_seed, rerandomize_each_iteration=True)
         ds = tf.data.Dataset.zip((ds, draws)).batch(_AUGMENT_GROUP)
         ds = ds.map(lambda example, draw: augment_small_batch(*example, draw), num_parallel_calls=_AUTOTUNE).unbatch()
     else:
-        seeds = tf.data.Dataset.random(seed=config.seed, rerandomize_each_iteration=True).batch(2)
+        seeds = tf.data.Dataset.random(seed=augment_seed, rerandomize_each_iteration=True).batch(2)
         ds = tf.data.Dataset.zip((ds, seeds))
         # One map for augment and normalise: a map per element has a fixed cost on the hot path.
         ds = ds.map(lambda example, seed: normalize(*augment(*example, seed, size)), num_parallel_calls=_AUTOTUNE)

@@ -22,6 +22,7 @@ import math
 import numbers
 from typing import Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 import echoing
@@ -110,17 +111,43 @@ def echo_point(
       dataset: the stream at this point of the pipeline.
       point: this point's name (one of :data:`PLACEMENTS` other than ``"none"``).
       config: the pipeline's echo configuration.
-      seed: the pipeline's seed, used when ``config.seed`` is ``None``.
+      seed: the pipeline's seed; when ``config.seed`` is ``None`` the echo stage draws from
+        its own stream derived from it (:func:`stream_seed`).
       stats: counts fresh and emitted elements of the echo stage, if it is here.
     """
     if point not in PLACEMENTS or point == NONE:
         raise ValueError(f"point: expected one of {tuple(p.value for p in PLACEMENTS[1:])}, got {point!r}")
     if config.placement != point:
         return dataset
-    echo_seed = config.seed if config.seed is not None else seed
+    echo_seed = config.seed if config.seed is not None else stream_seed(seed, "echo")
     return dataset.apply(
         echoing.echo(config.factor, shuffle_buffer_size=config.shuffle_buffer_size, seed=echo_seed, stats=stats)
     )
+
+
+# The random streams of a pipeline that draw from the user's one seed. Each derives its own
+# seed, so that, say, the echo stage's fractional draws and the augmentation's crops are
+# not one sequence read twice (tf.data's random ops given the same seed draw the same).
+RANDOM_STREAMS = ("echo", "augmentation")
+
+
+def stream_seed(seed: Optional[int], stream: str) -> Optional[int]:
+    """The seed of one random ``stream`` of a pipeline, derived from the pipeline's ``seed``.
+
+    A ``numpy.random.SeedSequence`` of the seed, spawned by the stream's index: distinct
+    and reproducible per stream. ``None`` (nondeterministic) stays ``None``.
+
+    >>> stream_seed(0, "echo") != stream_seed(0, "augmentation") != 0
+    True
+    >>> stream_seed(0, "echo") == stream_seed(0, "echo"), stream_seed(None, "echo")
+    (True, None)
+    """
+    if stream not in RANDOM_STREAMS:
+        raise ValueError(f"stream: expected one of {RANDOM_STREAMS}, got {stream!r}")
+    if seed is None:
+        return None
+    sequence = np.random.SeedSequence(seed, spawn_key=(RANDOM_STREAMS.index(stream),))
+    return int(sequence.generate_state(1)[0])
 
 
 def check_pipeline_config(config, sources: Sequence[str], echo_points: Sequence[str], pipeline: str) -> None:

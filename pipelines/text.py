@@ -51,7 +51,8 @@ class TextPipelineConfig:
       batch_size: examples per batch.
       echo: where and how much to echo: placement ``"example"`` (after packing) or
         ``"after_batch"``; no echo by default.
-      seed: seeds document and example shuffles and the echo; ``None`` for random.
+      seed: seeds document and example shuffles; the echo draws from its own stream derived
+        from it (:func:`pipelines.staged.stream_seed`); ``None`` for random.
       shuffle_buffer_size: the packed-example shuffle buffer, in examples.
       cache_dir: cache of the embedded data; default ``$ECHOING_CACHE_DIR`` or ``~/.cache/echoing``.
       data_dir: tensorflow-datasets data directory for lm1b.

@@ -12,7 +12,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import echoing
-from pipelines import cache, image, shapes_data, stdlib_text, text
+from pipelines import cache, image, shapes_data, staged, stdlib_text, text
 from pipelines.staged import PLACEMENTS, EchoConfig, echo_point
 
 NUM_TRAIN = 600  # Small embedded splits keep the tests fast; the default is 100k.
@@ -172,6 +172,33 @@ def test_image_pipeline_is_deterministic_under_a_seed(cache_dir):
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a[0], b[0])
     assert not np.array_equal(first[0][0], other[0][0])
+
+
+def test_echo_and_augmentation_draw_from_their_own_streams_of_the_one_seed(cache_dir, monkeypatch):
+    seeds = {}
+    real_echo, real_random = staged.echoing.echo, tf.data.Dataset.random
+
+    def echo(*args, seed=None, **kwargs):
+        seeds["echo"] = seed
+        return real_echo(*args, seed=seed, **kwargs)
+
+    def random(seed=None, **kwargs):
+        seeds["augmentation"] = seed
+        return real_random(seed=seed, **kwargs)
+
+    monkeypatch.setattr(staged.echoing, "echo", echo)
+    monkeypatch.setattr(tf.data.Dataset, "random", random)
+    image.train_dataset(image_config(cache_dir, seed=5, echo=EchoConfig("before_augment", 1.5, shuffle_buffer_size=16)))
+    assert seeds == {"echo": staged.stream_seed(5, "echo"), "augmentation": staged.stream_seed(5, "augmentation")}
+    assert len({5, *seeds.values()}) == 3
+    # A seed the user gives the echo stage itself is used as given.
+    image.train_dataset(image_config(cache_dir, seed=5, echo=EchoConfig("before_augment", 1.5, seed=9)))
+    assert seeds["echo"] == 9
+
+
+def test_a_stream_seed_names_its_stream():
+    with pytest.raises(ValueError, match=r"stream: expected one of \('echo', 'augmentation'\), got 'crop'"):
+        staged.stream_seed(0, "crop")
 
 
 def test_image_eval_sees_every_example_once_without_augmentation(cache_dir):
