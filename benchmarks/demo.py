@@ -14,7 +14,8 @@ How (the protocol of :mod:`benchmarks.time_to_target`, in small):
    a host's CPU is free while its accelerator computes; the controller sets e.
 3. Train the baseline, the fixed e, and on AutoEcho's choices, to the target (two
    evaluations in a row at or above it); training is deterministic per seed, so its steps
-   are the steps the host would take.
+   are the steps the host would take. Training is not timed, so the three train side by
+   side, one process each; the timed replays run alone, before and after.
 4. Replay the baseline and the fixed e for their steps. Each run's time to target is its
    replay's clock at the step where its training crossed.
 
@@ -33,6 +34,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 from typing import Optional
 
 import tensorflow as tf
@@ -80,14 +86,80 @@ class DemoConfig:
     num_train_examples: Optional[int] = None
 
 
-def run(config: DemoConfig, *, task: Optional[Task] = None, cache_dir=None, log=print) -> dict:
+def demo_task(config: DemoConfig, *, quick: bool = False) -> Task:
+    """The ResNet of the time-to-target runs (a width-4 one with ``quick``), with the config's target and evaluation."""
+    task = QUICK_TASK if quick else TASKS["resnet"]
+    return task.with_settings(target=config.target, budget_steps=config.budget_steps, eval_every=config.eval_every,
+                              eval_examples=config.eval_examples)
+
+
+_REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Training:
+    """One run to train to the target: its placement, factor and echo shuffle, or AutoEcho's schedule."""
+
+    name: str
+    placement: str
+    factor: float
+    echo_shuffle: int
+    schedule: Optional[list] = None
+
+
+def train(config: DemoConfig, training: Training, *, quick: bool, cache_dir=None, log=print) -> dict:
+    """Trains one run to the target (:func:`benchmarks.training.train_to_target`)."""
+    return train_to_target(demo_task(config, quick=quick), training.placement, training.factor, training.echo_shuffle,
+                           seed=config.seed, factor_schedule=training.schedule, cache_dir=cache_dir,
+                           num_train_examples=config.num_train_examples, log=log)
+
+
+def train_side_by_side(config: DemoConfig, trainings: list, *, quick: bool, cache_dir=None, log=print) -> list:
+    """Every run trained at once, one child process each; their records, in order.
+
+    Training is not timed (each run's time is its replay's clock at its crossing step, and
+    a run's steps do not depend on the clock), so the runs share the two cores instead of
+    waiting for one another; the replays, which are timed, run alone before and after.
+    """
+    children = []
+    for training in trainings:
+        log(f"Training {training.name} to accuracy {config.target:g} (side by side with the others)")
+        request = {"config": dataclasses.asdict(config), "training": dataclasses.asdict(training), "quick": quick,
+                   "cache_dir": None if cache_dir is None else str(cache_dir)}
+        # Files, not pipes: a child that fills a pipe while another is read would wait forever.
+        output, errors = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        child = subprocess.Popen([sys.executable, "-m", "benchmarks.demo", "--train-child"], cwd=_REPOSITORY,
+                                 stdin=subprocess.PIPE, stdout=output, stderr=errors, text=True)
+        child.stdin.write(json.dumps(request))
+        child.stdin.close()
+        children.append((child, output, errors))
+    records = []
+    for training, (child, output, errors) in zip(trainings, children):
+        code = child.wait()
+        output.seek(0), errors.seek(0)
+        if code != 0:
+            raise RuntimeError(f"training {training.name} failed (exit {code}):\n{errors.read()[-3000:]}")
+        *progress, last = output.read().strip().splitlines()
+        for line in progress:
+            log(f"  [{training.name}] {line.strip()}")
+        records.append(json.loads(last))
+    return records
+
+
+def _train_child() -> None:
+    """``--train-child``: trains the run a JSON request on stdin names; prints progress, then the record as JSON."""
+    request = json.loads(sys.stdin.read())
+    record = train(DemoConfig(**request["config"]), Training(**request["training"]), quick=request["quick"],
+                   cache_dir=request["cache_dir"])
+    print(json.dumps(record))
+
+
+def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -> dict:
     """Runs the main job; returns its results document's ``results``.
 
-    ``task`` replaces the ResNet task (smaller models for tests); the config's target,
-    budget and evaluation settings apply to it.
+    ``quick`` trains the width-4 ResNet of ``--quick`` instead of the time-to-target one.
     """
-    task = (task or TASKS["resnet"]).with_settings(target=config.target, budget_steps=config.budget_steps,
-                                                   eval_every=config.eval_every, eval_examples=config.eval_examples)
+    task = demo_task(config, quick=quick)
     options = dict(cache_dir=cache_dir, num_train_examples=config.num_train_examples)
     shuffle = config.echo_shuffle_batches * task.settings.batch_size
     log(f"Measuring the pipeline throttled for R={config.ratio:g} against a {config.step_seconds * 1e3:.0f} ms step")
@@ -105,26 +177,27 @@ def run(config: DemoConfig, *, task: Optional[Task] = None, cache_dir=None, log=
     held = next((d for d in controller.decisions if d.phase == "hold"), None)
     log(f"  {held}" if held else "  AutoEcho did not settle")
 
-    runs = {}
-    plan = [("baseline", "none", 1.0, 0, None), ("AutoEcho", task.default_point, config.max_factor, shuffle, auto_timeline)]
+    trainings = [Training("baseline", "none", 1.0, 0),
+                 Training("AutoEcho", task.default_point, config.max_factor, shuffle, auto_timeline["factors"])]
     if config.fixed_factor is not None:
-        plan.append((f"e={config.fixed_factor:g}", task.default_point, config.fixed_factor, shuffle, None))
-    for name, placement, factor_value, echo_shuffle, timeline in plan:
-        log(f"Training {name} to accuracy {config.target:g}")
-        schedule = timeline["factors"] if timeline is not None else None
-        trained = train_to_target(task, placement, factor_value, echo_shuffle, seed=config.seed, factor_schedule=schedule,
-                                  log=log, **options)
-        record = {"placement": placement, "factor": factor_value, "echo_shuffle": echo_shuffle, **trained, "seconds": None}
+        trainings.append(Training(f"e={config.fixed_factor:g}", task.default_point, config.fixed_factor, shuffle))
+    trained_runs = train_side_by_side(config, trainings, quick=quick, cache_dir=cache_dir, log=log)
+
+    runs = {}
+    for training, trained in zip(trainings, trained_runs):
+        record = {"placement": training.placement, "factor": training.factor, "echo_shuffle": training.echo_shuffle,
+                  **trained, "seconds": None}
         if trained["reached"]:
+            timeline = auto_timeline if training.schedule is not None else None
             if timeline is None:
-                log(f"Replaying {name} for its {trained['steps']} steps")
-                run_config = task.pipeline_config(placement, factor_value, echo_shuffle, config.seed,
-                                                  read_rate=pipeline["read_rate"], **options)
+                log(f"Replaying {training.name} for its {trained['steps']} steps")
+                run_config = task.pipeline_config(training.placement, training.factor, training.echo_shuffle,
+                                                  config.seed, read_rate=pipeline["read_rate"], **options)
                 timeline = replay.replay(task, run_config, steps=trained["steps"], step_seconds=config.step_seconds)
             if trained["steps"] <= len(timeline["seconds"]):
                 record["seconds"] = timeline["seconds"][trained["steps"] - 1]
                 record["step_times"] = timeline["seconds"]
-        runs[name] = record
+        runs[training.name] = record
     return {"pipeline": pipeline, "auto_echo": {"held_factor": held.factor if held else None,
                                                 "held_from_step": held.step if held else None,
                                                 "decisions": [str(d) for d in controller.decisions]},
@@ -233,8 +306,10 @@ def parse_config(argv=None) -> tuple[DemoConfig, argparse.Namespace]:
 
 
 def main(argv=None) -> None:
+    if argv is None and sys.argv[1:] == ["--train-child"]:
+        return _train_child()
     config, args = parse_config(argv)
-    results = run(config, task=QUICK_TASK if args.quick else None)
+    results = run(config, quick=args.quick)
     name = "demo_quick" if args.quick else "demo"
     path = results_io.write_results(name, {**dataclasses.asdict(config), "quick": args.quick}, results, args.output_dir)
     document = results_io.read_results(path)
