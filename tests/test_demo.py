@@ -37,6 +37,9 @@ def test_table_and_plot(document):
     assert table.splitlines()[2].startswith("| baseline | 1 | 2 | 32 | 1.00 |")
     assert "| e=2 | 2 | 2 | 16 | 0.50 |" in table
     assert "measured" in table and "one seed" in table
+    results = document["results"]
+    assert 0 < results["data_seconds"] < results["job_seconds"]
+    assert f"The job took {results['job_seconds'] / 60:.1f} minutes" in table
     assert (directory / "demo_quick.png").read_bytes()[:4] == b"\x89PNG"
     assert any("measured R" in line for line in lines)
 

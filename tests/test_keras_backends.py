@@ -136,5 +136,7 @@ def test_consumed_examples_are_exact_and_the_echo_stage_leads_within_the_documen
     per_iterator = 64 * factor + shuffle + (prefetch + 1) * batch
     iterators = fits + (BACKEND != "tensorflow")
     lead = int(stats.emitted) - consumed.examples
-    assert lead == history.history["unconsumed_examples"][-1]
-    assert 0 <= lead <= iterators * per_iterator + batch, (lead, iterators, per_iterator)
+    # The epoch end logged the lead at that moment; the iterators' prefetch threads may read
+    # on until their buffers are full, so the lead now is at least that, and within the bound.
+    logged = history.history["unconsumed_examples"][-1]
+    assert 0 <= logged <= lead <= iterators * per_iterator + batch, (logged, lead, iterators, per_iterator)
