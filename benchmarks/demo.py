@@ -14,8 +14,7 @@ How (the protocol of :mod:`benchmarks.time_to_target`, in small):
    a host's CPU is free while its accelerator computes; the controller sets e.
 3. Train the baseline, the fixed e, and on AutoEcho's choices, to the target (two
    evaluations in a row at or above it); training is deterministic per seed, so its steps
-   are the steps the host would take. Training is not timed, so the three train side by
-   side, one process each; the timed replays run alone, before and after.
+   are the steps the host would take.
 4. Replay the baseline and the fixed e for their steps. Each run's time to target is its
    replay's clock at the step where its training crossed.
 
@@ -34,12 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Optional
 
 import tensorflow as tf
@@ -94,9 +88,6 @@ def demo_task(config: DemoConfig, *, quick: bool = False) -> Task:
                               eval_examples=config.eval_examples)
 
 
-_REPOSITORY = Path(__file__).resolve().parent.parent
-
-
 @dataclasses.dataclass(frozen=True)
 class Training:
     """One run to train to the target: its placement, factor and echo shuffle, or AutoEcho's schedule."""
@@ -113,46 +104,6 @@ def train(config: DemoConfig, training: Training, *, quick: bool, cache_dir=None
     return train_to_target(demo_task(config, quick=quick), training.placement, training.factor, training.echo_shuffle,
                            seed=config.seed, factor_schedule=training.schedule, cache_dir=cache_dir,
                            num_train_examples=config.num_train_examples, log=log)
-
-
-def train_side_by_side(config: DemoConfig, trainings: list, *, quick: bool, cache_dir=None, log=print) -> list:
-    """Every run trained at once, one child process each; their records, in order.
-
-    Training is not timed (each run's time is its replay's clock at its crossing step, and
-    a run's steps do not depend on the clock), so the runs share the two cores instead of
-    waiting for one another; the replays, which are timed, run alone before and after.
-    """
-    children = []
-    for training in trainings:
-        log(f"Training {training.name} to accuracy {config.target:g} (side by side with the others)")
-        request = {"config": dataclasses.asdict(config), "training": dataclasses.asdict(training), "quick": quick,
-                   "cache_dir": None if cache_dir is None else str(cache_dir)}
-        # Files, not pipes: a child that fills a pipe while another is read would wait forever.
-        output, errors = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
-        child = subprocess.Popen([sys.executable, "-m", "benchmarks.demo", "--train-child"], cwd=_REPOSITORY,
-                                 stdin=subprocess.PIPE, stdout=output, stderr=errors, text=True)
-        child.stdin.write(json.dumps(request))
-        child.stdin.close()
-        children.append((child, output, errors))
-    records = []
-    for training, (child, output, errors) in zip(trainings, children):
-        code = child.wait()
-        output.seek(0), errors.seek(0)
-        if code != 0:
-            raise RuntimeError(f"training {training.name} failed (exit {code}):\n{errors.read()[-3000:]}")
-        *progress, last = output.read().strip().splitlines()
-        for line in progress:
-            log(f"  [{training.name}] {line.strip()}")
-        records.append(json.loads(last))
-    return records
-
-
-def _train_child() -> None:
-    """``--train-child``: trains the run a JSON request on stdin names; prints progress, then the record as JSON."""
-    request = json.loads(sys.stdin.read())
-    record = train(DemoConfig(**request["config"]), Training(**request["training"]), quick=request["quick"],
-                   cache_dir=request["cache_dir"])
-    print(json.dumps(record))
 
 
 def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -> dict:
@@ -189,10 +140,10 @@ def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -
                  Training("AutoEcho", task.default_point, config.max_factor, shuffle, auto_timeline["factors"])]
     if config.fixed_factor is not None:
         trainings.append(Training(f"e={config.fixed_factor:g}", task.default_point, config.fixed_factor, shuffle))
-    trained_runs = train_side_by_side(config, trainings, quick=quick, cache_dir=cache_dir, log=log)
-
     runs = {}
-    for training, trained in zip(trainings, trained_runs):
+    for training in trainings:
+        log(f"Training {training.name} to accuracy {config.target:g}")
+        trained = train(config, training, quick=quick, cache_dir=cache_dir, log=log)
         record = {"placement": training.placement, "factor": training.factor, "echo_shuffle": training.echo_shuffle,
                   **trained, "seconds": None}
         if trained["reached"]:
@@ -318,8 +269,6 @@ def parse_config(argv=None) -> tuple[DemoConfig, argparse.Namespace]:
 
 
 def main(argv=None) -> None:
-    if argv is None and sys.argv[1:] == ["--train-child"]:
-        return _train_child()
     config, args = parse_config(argv)
     results = run(config, quick=args.quick)
     name = "demo_quick" if args.quick else "demo"
