@@ -87,7 +87,9 @@ def test_e1_is_measured_only_once_the_probe_batches_have_left_the_pipeline(model
     factor = tf.Variable(8.0, dtype=tf.float64)  # The user's variable did not start at 1.
     limiter = limiter_for(4, step_rate)
     # One window: a baseline measured while the e=8 batches still flow would read the step's rate.
-    auto = echoing.AutoEcho(factor, verbose=0, settle_steps=20, windows=1)
+    # Six waits, not the default three: CI read 49 steps/s over three (one step served from a
+    # late batch, or a catch-up of the pacing clock), between the two rates this test tells apart.
+    auto = echoing.AutoEcho(factor, verbose=0, settle_steps=20, windows=1, measure_steps=6)
     # No echo shuffle buffer, so that all 8 batches of the first e=8 micro-batch flow out.
     config = AutoEchoBenchmarkConfig(**{**CONFIG.__dict__, "shuffle_buffer_size": 0})
     model.fit(paced_dataset(limiter, factor, config), steps_per_epoch=80, epochs=1, verbose=0, callbacks=[auto])
