@@ -15,6 +15,7 @@ is the same in every process and on every machine with the same NumPy.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 from pathlib import Path
 from typing import Optional
@@ -195,16 +196,22 @@ def tfrecord_files(split: str, num_examples: Optional[int] = None, cache_dir: Op
         raise ValueError(f"num_examples: expected a positive int, got {num_examples!r}")
     name = f"shapes32-v{_VERSION}-{split}-{num_examples}"
 
+    def write_shard(directory: Path, shard: int) -> None:
+        start = shard * _SHARD_EXAMPLES
+        images, labels = generate_split(split, min(_SHARD_EXAMPLES, num_examples - start), start)
+        with tf.io.TFRecordWriter(str(directory / f"{split}-{shard:05d}.tfrecord")) as writer:
+            for image, label in zip(images, labels):
+                writer.write(_example(image, label))
+
     def build(directory: Path) -> None:
-        # Generation takes about a minute and a half for the default train split; show it
-        # (tqdm stays silent when stderr is not a terminal).
-        starts = range(0, num_examples, _SHARD_EXAMPLES)
-        for shard, start in enumerate(tqdm(starts, desc=f"generating {name} (once)", unit="shard", disable=None)):
-            count = min(_SHARD_EXAMPLES, num_examples - start)
-            images, labels = generate_split(split, count, start)
-            with tf.io.TFRecordWriter(str(directory / f"{split}-{shard:05d}.tfrecord")) as writer:
-                for image, label in zip(images, labels):
-                    writer.write(_example(image, label))
+        # Shards are independent (each from its own seed), so they are generated on every
+        # core: NumPy's array operations release the GIL. Show the progress (tqdm stays
+        # silent when stderr is not a terminal).
+        shards = range(-(-num_examples // _SHARD_EXAMPLES))
+        with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            written = pool.map(lambda shard: write_shard(directory, shard), shards)
+            for _ in tqdm(written, total=len(shards), desc=f"generating {name} (once)", unit="shard", disable=None):
+                pass
 
     directory = cache.cached_directory(cache.cache_root(cache_dir), name, build)
     return sorted(str(path) for path in directory.glob(f"{split}-*.tfrecord"))
