@@ -231,8 +231,8 @@ def run(settings: CriticalBatchSettings, output: Path, *, overhead: bool = True,
     return {"runs": results.runs, **results.extra}
 
 
-def _run_key(record: dict) -> str:
-    return f"B={record['batch_size']} seed={record['seed']}"
+def _run_key(record: dict) -> tuple[int, int]:
+    return record["batch_size"], record["seed"]
 
 
 def table(document: dict) -> str:

@@ -10,7 +10,7 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Hashable, Optional
 
 # The form of a results document. 2: measurements shared by records are lists of
 # ``{"of": {fields}, "value": ...}``, found by their fields (1 keyed them by strings such as
@@ -114,19 +114,20 @@ class ResultsFile:
 
     Several processes may fill one file at once (say, one task each): every addition
     re-reads the file under an exclusive lock and merges, so no process overwrites
-    another's records. Records are told apart by ``key(record)``.
+    another's records. Records are told apart by ``key(record)``, a value compared with ``==``
+    (a frozen dataclass of the run's settings, say), never a string made to be parsed back.
 
     Example:
 
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "runs.json"
-    >>> results = ResultsFile(path, {"what": "example"}, key=lambda record: str(record["config"]))
+    >>> results = ResultsFile(path, {"what": "example"}, key=lambda record: record["config"])
     >>> results.add({"config": 1, "value": 0.5})
-    >>> results.done("1"), ResultsFile(path, {}, key=lambda record: str(record["config"])).done("1")
+    >>> results.done(1), ResultsFile(path, {}, key=lambda record: record["config"]).done(1)
     (True, True)
     """
 
-    def __init__(self, path: Path, settings: dict, *, key: Callable[[dict], str]):
+    def __init__(self, path: Path, settings: dict, *, key: Callable[[dict], Hashable]):
         self.path = Path(path)
         self.settings = settings
         self.key = key
@@ -147,7 +148,7 @@ class ResultsFile:
             else:
                 self.extra[name] = value
 
-    def done(self, key: str) -> bool:
+    def done(self, key: Hashable) -> bool:
         return any(self.key(record) == key for record in self.runs)
 
     def add(self, record: dict) -> None:

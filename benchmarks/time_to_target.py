@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -82,9 +81,6 @@ class RunConfig:
         if not self.auto_echo and (self.factor is None or self.max_factor is not None):
             raise ValueError(f"factor, max_factor: a fixed run needs a factor and no max_factor, got "
                              f"factor={self.factor!r}, max_factor={self.max_factor!r}")
-
-    def key(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     def describe(self) -> str:
         factor = f"auto(<={self.max_factor:g})" if self.auto_echo else f"{self.factor:g}"
@@ -174,8 +170,8 @@ def best_echo_shuffle(records: list, task: str, placement: str, factor: float, r
 
 def find_sample(records: list, run: RunConfig) -> Optional[dict]:
     """The sample-mode record with the same task, placement, factor, shuffle and seed."""
-    want = RunConfig("sample", run.task, run.placement, run.factor, run.echo_shuffle, run.seed).key()
-    return next((r for r in records if RunConfig(**r["config"]).key() == want), None)
+    want = RunConfig("sample", run.task, run.placement, run.factor, run.echo_shuffle, run.seed)
+    return next((r for r in records if RunConfig(**r["config"]) == want), None)
 
 
 def planned_replay_runs(plan: BenchmarkPlan, tasks: dict, records: list) -> list[RunConfig]:
@@ -350,7 +346,7 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
     Sample runs come first: the replays need their steps and choose the echo shuffle from them.
     """
     results = results_io.ResultsFile(output, {"tasks": {k: dataclasses.asdict(v.settings) for k, v in tasks.items()}},
-                                      key=lambda record: RunConfig(**record["config"]).key())
+                                      key=lambda record: RunConfig(**record["config"]))
     options = dict(source=source, cache_dir=cache_dir, num_train_examples=plan.num_train_examples)
     started = time.perf_counter()
     stages = [("sample", lambda: planned_sample_runs(plan, tasks)),
@@ -361,7 +357,7 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
             continue
         runs = planned()
         for index, run in enumerate(runs, 1):
-            if results.done(run.key()):
+            if results.done(run):
                 continue
             log(f"[{mode} {index}/{len(runs)}] {run.describe()}  ({(time.perf_counter() - started) / 60:.0f} min so far)")
             task = tasks[run.task]
