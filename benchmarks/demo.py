@@ -227,13 +227,17 @@ def verdict(document: dict) -> str:
     auto = runs.get("AutoEcho", {}).get("seconds")
     if not auto:
         return "AutoEcho did not reach the target within its replay."
-    fixed = [n for n in runs if n.startswith("e=") and runs[n].get("seconds")]
-    parts = [f"{auto / runs[name]['seconds']:.2f}x the {'fixed ' + name if name != 'baseline' else 'baseline'} time"
-             for name in fixed + ["baseline"] if runs.get(name, {}).get("seconds")]
+    fixed = [name for name in runs if name.startswith("e=") and runs[name].get("seconds")]
+    parts = [f"{auto / runs[name]['seconds']:.2f}x the fixed {name} time" for name in fixed]
+    if runs.get("baseline", {}).get("seconds"):
+        parts.append(f"{auto / runs['baseline']['seconds']:.2f}x the baseline time")
+    if not parts:
+        return "AutoEcho reached the target; no other run did within the budget, so there is nothing to compare."
     sentence = f"AutoEcho took {parts[0]} to target" + "".join(f" and {p}" for p in parts[1:])
     if not fixed:
         return sentence + "."
-    name, steps = fixed[0], runs["AutoEcho"]["steps"] / runs[fixed[0]]["steps"]
+    name = fixed[0]
+    steps = runs["AutoEcho"]["steps"] / runs[name]["steps"]
     per_step = auto / runs[name]["seconds"] / steps
     return (f"{sentence}: its steps took {per_step:.2f}x as long as {name}'s (the replays) and it needed "
             f"{steps:.2f}x as many (training, one seed).")

@@ -62,3 +62,13 @@ def test_a_fixed_factor_and_none_together_are_refused(capsys):
     with pytest.raises(SystemExit):
         demo.parse_config(["--fixed-factor", "6", "--no-fixed-factor"])
     assert "--no-fixed-factor" in capsys.readouterr().err
+
+
+def test_the_verdict_says_what_it_can_compare():
+    auto = {"seconds": 10.0, "steps": 100}
+    alone = {"results": {"runs": {"AutoEcho": auto, "baseline": {"seconds": None}}}}
+    assert "nothing to compare" in demo.verdict(alone)
+    without_fixed = {"results": {"runs": {"AutoEcho": auto, "baseline": {"seconds": 40.0, "steps": 80}}}}
+    assert demo.verdict(without_fixed) == "AutoEcho took 0.25x the baseline time to target."
+    missed = {"results": {"runs": {"AutoEcho": {"seconds": None}}}}
+    assert demo.verdict(missed) == "AutoEcho did not reach the target within its replay."
