@@ -4,13 +4,16 @@ The central experiment of McCandlish, Kaplan et al. (2018), on the ResNet task a
 embedded images: train to a fixed validation accuracy at several batch sizes, with the
 learning rate scaled linearly with the batch size (Goyal et al., 2017: 0.1 at 128, the
 time-to-target benchmark's recipe, and warm-up over a fixed number of examples), and
-record the steps S and examples E = S * B each needed. The paper's model
+record the steps S and examples E = S * B each needed, with the shared training loop
+and its crossing rule (:mod:`benchmarks.training`: the target met at two evaluations in a
+row; S is the first). The paper's model
 ``(S/S_min - 1)(E/E_min - 1) = 1`` is the same as ``S = S_min + E_min / B``, a straight line
 in ``1/B``, fitted by least squares; its ``B_crit = E_min / S_min``. Each run also
-measures the simple noise scale ``B_simple`` with :class:`echoing.NoiseScaleCallback`
-every 10 steps, to compare with ``B_crit``.
+measures the simple noise scale ``B_simple`` every 10 steps, as a custom loop does
+(:class:`NoiseScaleMeter`: :func:`echoing.microbatch_gradient_norms` before the step), to
+compare with ``B_crit``.
 
-A second measurement times the callback's overhead at a measurement every 10 steps:
+A second measurement times :class:`echoing.NoiseScaleCallback`'s overhead at a measurement every 10 steps:
 steps per second with and without it, alternated on one model over batches held in memory
 (so that only the training step is timed), medians over repeats.
 
@@ -25,17 +28,18 @@ import argparse
 import dataclasses
 import math
 import statistics
-import time
 from pathlib import Path
 from typing import Optional
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 import echoing
 from benchmarks import results_io
 from benchmarks.step_times import StepTimes
 from benchmarks.tasks import Task, TaskSettings, task_for
+from benchmarks.training import train_to_target
 from pipelines import image
 
 
@@ -91,53 +95,58 @@ def task_at(settings: CriticalBatchSettings, batch_size: int) -> Task:
     ))
 
 
-class _EvaluateToTarget(keras.callbacks.Callback):
-    """Evaluates at the end of every (short) epoch and stops training at the target."""
+class NoiseScaleMeter:
+    """Measures ``B_simple`` every N steps of a custom loop, before the step updates the weights.
 
-    def __init__(self, task, eval_batches, target: float, steps_per_epoch: int, batch_size: int):
-        super().__init__()
-        self.task, self.eval_batches, self.target = task, eval_batches, target
-        self.steps_per_epoch, self.batch_size = steps_per_epoch, batch_size
-        self.curve: list[dict] = []
-        self.train_seconds = 0.0
+    What :class:`echoing.NoiseScaleCallback` does inside ``fit``, done as its docstring says a
+    custom loop should: :func:`echoing.microbatch_gradient_norms` on the step's batch (in a
+    ``tf.function``, traced once per batch shape), fed to an
+    :class:`echoing.NoiseScaleEstimator`. Pass it as ``before_step`` to
+    :func:`benchmarks.training.train_to_target`.
+    """
 
-    def on_epoch_begin(self, epoch, logs=None):
-        self._start = time.perf_counter()
+    def __init__(self, every_n_steps: int, num_microbatches: int):
+        self.every_n_steps, self.num_microbatches = every_n_steps, num_microbatches
+        self.estimator = echoing.NoiseScaleEstimator()
+        self.measurements: list[dict] = []
+        self._measure = None
 
-    def on_epoch_end(self, epoch, logs=None):
-        self.train_seconds += time.perf_counter() - self._start  # Evaluation is not training time.
-        metric = self.task.evaluate(self.model, self.eval_batches)
-        steps = (epoch + 1) * self.steps_per_epoch
-        self.curve.append({"step": steps, "examples": steps * self.batch_size, "seconds": self.train_seconds, "metric": metric})
-        if metric >= self.target:
-            self.model.stop_training = True
+    def __call__(self, model: keras.Model, step: int, batch: tuple) -> None:
+        if step % self.every_n_steps:
+            return
+        if self._measure is None:
+            k = self.num_microbatches
+            self._measure = tf.function(lambda data: echoing.microbatch_gradient_norms(model, data, k, drop_remainder=True))
+        norms = echoing.GradientNorms(*(float(value) for value in self._measure(batch)))
+        estimate = self.estimator.update(norms)
+        self.measurements.append({"step": step, **{k: getattr(estimate, k) for k in _NOISE_FIELDS}})
+
+
+_NOISE_FIELDS = ("b_simple", "b_simple_smoothed", "smoothed_gradient_sq_norm", "smoothed_trace_sigma")
 
 
 def train_at_batch_size(settings: CriticalBatchSettings, batch_size: int, seed: int, *, cache_dir=None, log=print) -> dict:
-    """Trains to the target at one batch size with the noise-scale callback; returns the record."""
+    """Trains to the target at one batch size with the shared loop, measuring the noise scale; returns the record.
+
+    The loop and its crossing rule (the target met at two evaluations in a row) are
+    :func:`benchmarks.training.train_to_target`'s; steps and examples are those of the
+    first of the two.
+    """
     task = task_at(settings, batch_size)
-    keras.utils.set_random_seed(seed)
-    model = task.build_model()
-    config = task.pipeline_config("none", 1.0, 0, seed, cache_dir=cache_dir, num_train_examples=settings.num_train_examples)
-    eval_batches = list(image.eval_dataset(config).take(math.ceil(settings.eval_examples / batch_size)))
-    noise = echoing.NoiseScaleCallback(every_n_steps=settings.noise_every_steps,
-                                       num_microbatches=settings.num_microbatches, verbose=0)
-    to_target = _EvaluateToTarget(task, eval_batches, settings.target, task.settings.eval_every, batch_size)
-    epochs = math.ceil(task.settings.budget_steps / task.settings.eval_every)
-    model.fit(image.train_dataset(config), steps_per_epoch=task.settings.eval_every, epochs=epochs,
-              callbacks=[noise, to_target], shuffle=False, verbose=0)
-    last = to_target.curve[-1]
-    reached = last["metric"] >= settings.target
-    smoothed = [m["b_simple_smoothed"] for m in noise.measurements if not math.isnan(m["b_simple_smoothed"])]
-    log(f"  B={batch_size} seed={seed}: {'reached' if reached else 'not reached'} at step {last['step']} "
-        f"({last['examples']:,} examples, {last['seconds']:.0f}s), B_simple at the end "
-        f"{smoothed[-1] if smoothed else float('nan'):.0f}; {noise.describe()}")
+    meter = NoiseScaleMeter(settings.noise_every_steps, settings.num_microbatches)
+    trained = train_to_target(task, "none", 1.0, 0, seed=seed, cache_dir=cache_dir,
+                              num_train_examples=settings.num_train_examples, before_step=meter,
+                              log=lambda line: None)
+    reached = trained["reached"]
+    smoothed = [m["b_simple_smoothed"] for m in meter.measurements if not math.isnan(m["b_simple_smoothed"])]
+    seconds = trained["seconds"] if reached else trained["curve"][-1]["seconds"]
+    log(f"  B={batch_size} seed={seed}: " + (f"reached at step {trained['steps']} ({trained['fresh_examples']:,.0f} examples, "
+                                             if reached else f"not reached in {trained['curve'][-1]['step']} steps (")
+        + f"{seconds:.0f}s), B_simple at the end {smoothed[-1] if smoothed else float('nan'):.0f}")
     return {
         "batch_size": batch_size, "seed": seed, "learning_rate": task.settings.learning_rate, "reached": reached,
-        "steps": last["step"] if reached else None, "examples": last["examples"] if reached else None,
-        "seconds": last["seconds"], "curve": to_target.curve,
-        "noise_scale": [{k: m[k] for k in ("step", "b_simple", "b_simple_smoothed", "smoothed_gradient_sq_norm",
-                                            "smoothed_trace_sigma")} for m in noise.measurements],
+        "steps": trained["steps"], "examples": round(trained["fresh_examples"]) if reached else None,
+        "seconds": seconds, "curve": trained["curve"], "noise_scale": meter.measurements,
         "b_simple_median": statistics.median(smoothed) if smoothed else None,
         "b_simple_final": smoothed[-1] if smoothed else None,
     }

@@ -63,6 +63,7 @@ def crossing(curve: list, task: Task) -> Optional[dict]:
 def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int, *, seed: int,
                     read_rate: Optional[float] = None, factor_schedule: Optional[Sequence[float]] = None,
                     source=None, cache_dir=None, num_train_examples=None,
+                    before_step: Optional[Callable[[keras.Model, int, tuple], None]] = None,
                     log: Callable[[str], None] = print) -> dict:
     """Trains one configuration until the target is confirmed or the budget runs out.
 
@@ -75,6 +76,9 @@ def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int
       read_rate: throttle of the read step (examples per second), ``None`` for none.
       factor_schedule: the factor to run at step ``i`` (a run replayed from AutoEcho's
         choices); the echo stage then reads a variable set before every step.
+      before_step: called as ``before_step(model, step, (inputs, targets))`` before each
+        training step, on the weights that step is about to update (a measurement such as
+        the gradient noise scale; its time counts as training time).
 
     Returns:
       The record: ``reached``, ``steps``, ``fresh_examples``, ``seconds`` (at the crossing,
@@ -102,6 +106,8 @@ def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int
                 variable.assign(float(factor_schedule[min(step, len(factor_schedule) - 1)]))
             inputs, targets = pending if pending is not None else next(iterator)
             pending = None
+            if before_step is not None:
+                before_step(model, step, (inputs, targets))
             model.train_on_batch(inputs, targets)
             step += 1
         seconds += time.perf_counter() - start  # Evaluation time is not training time.

@@ -26,9 +26,13 @@ def test_every_batch_size_is_recorded_with_its_noise_scale(finished):
     runs = document["results"]["runs"]
     assert [r["batch_size"] for r in runs] == [16, 32]
     for run in runs:
-        assert run["reached"] and run["examples"] == 64  # The target 0 is met at the first evaluation.
+        # The target 0 is met at the first evaluation and confirmed at the second (the shared loop's rule).
+        assert run["reached"] and run["examples"] == 64
         assert run["steps"] == 64 // run["batch_size"]
-        assert [m["step"] for m in run["noise_scale"]] == list(range(run["steps"]))
+        assert [point["step"] for point in run["curve"]] == [run["steps"], 2 * run["steps"]]
+        # Measured before every step trained, on the weights that step updated.
+        assert [m["step"] for m in run["noise_scale"]] == list(range(2 * run["steps"]))
+        assert all(m["b_simple"] == m["b_simple"] for m in run["noise_scale"][:1])  # A number, not nan.
         assert run["learning_rate"] == pytest.approx(0.1 * run["batch_size"] / 128)
     assert any("B=16 seed=0: reached" in line for line in lines)
 
