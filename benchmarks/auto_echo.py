@@ -154,11 +154,11 @@ def fixed_rate(model, limiter, factor_value, config) -> float:
     return rate_between(times.times, config.warmup_steps)
 
 
-def auto_run(model, limiter, config, steps, schedule=None) -> tuple[echoing.AutoEcho, StepTimes]:
-    """One ``fit`` of ``steps`` steps with AutoEcho; ``schedule`` maps steps to new upstream rates."""
+def auto_run(model, limiter, config, steps, schedule=None, **settings) -> tuple[echoing.AutoEcho, StepTimes]:
+    """One ``fit`` of ``steps`` steps with AutoEcho (and ``settings``); ``schedule`` maps steps to new upstream rates."""
     factor = tf.Variable(1.0, dtype=tf.float64)
     stats = echoing.EchoStats()
-    auto = echoing.AutoEcho(factor, max_factor=config.max_factor, stats=stats, verbose=0)
+    auto = echoing.AutoEcho(factor, max_factor=config.max_factor, stats=stats, verbose=0, **settings)
     times = StepTimes()
     callbacks = [auto, times] + ([RateSchedule(limiter, schedule)] if schedule else [])
     model.fit(paced_dataset(limiter, factor, config, stats), steps_per_epoch=steps, epochs=1, verbose=0, callbacks=callbacks)

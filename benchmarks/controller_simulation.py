@@ -3,7 +3,9 @@
 Every scenario runs :class:`echoing.EchoController` as shipped (default settings,
 ``max_factor=8``) on the producer/consumer model of :mod:`echoing.simulation` (a buffer of
 10 batches, full at the start), for 650 steps, and compares it with fixed factors on the
-same scenario:
+same scenario. It runs twice, once per :class:`Signal`: with the step timestamps alone
+(the timing law), and with the echo stage's fresh count as well (the supply law, what
+:class:`echoing.AutoEcho` follows when given ``stats`` and ``elements_per_step``):
 
 * ``steady``: R = 1, 2, 4, 6. Time against running at ``e = max(R, 1)`` from the first
   step (target: within 8%; at R = 1 within 3% of no echo, with little echo).
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import echoing
-from echoing.simulation import Run, Scenario, simulate
+from echoing.simulation import ELEMENTS_PER_STEP, Run, Scenario, simulate
 from benchmarks import results_io
 
 STEPS = 650
@@ -59,6 +61,13 @@ class Target:
     bound: float
 
 
+class Signal(str, enum.Enum):
+    """What the controller is given: the step timestamps, or also the echo stage's fresh count."""
+
+    TIMESTAMPS = "timestamps"
+    FRESH_COUNT = "fresh count"
+
+
 class Kind(str, enum.Enum):
     """The scenarios of the module docstring."""
 
@@ -74,6 +83,7 @@ class ScenarioResult:
     """What the controller did in one scenario, beside its reference.
 
     Attributes:
+      signal: the :class:`Signal` the controller was given.
       kind: the :class:`Kind` of scenario.
       ratio: R; before the change for ``STEP``, the mean for ``WANDER``.
       ratio_after: R after the change (``STEP``).
@@ -90,6 +100,7 @@ class ScenarioResult:
       targets: the bounds this scenario is held to.
     """
 
+    signal: Signal
     kind: Kind
     ratio: float
     seconds: float
@@ -106,6 +117,7 @@ class ScenarioResult:
 
     def __post_init__(self):
         object.__setattr__(self, "kind", Kind(self.kind))
+        object.__setattr__(self, "signal", Signal(self.signal))
 
     @property
     def time_ratio(self) -> float:
@@ -137,7 +149,8 @@ class ScenarioResult:
 
     def record(self) -> dict:
         """The result as a JSON record: its fields, and whether it met its targets."""
-        return {**dataclasses.asdict(self), "kind": self.kind.value, "met": self.met if self.targets else None}
+        return {**dataclasses.asdict(self), "kind": self.kind.value, "signal": self.signal.value,
+                "met": self.met if self.targets else None}
 
     @classmethod
     def from_record(cls, record: dict) -> "ScenarioResult":
@@ -146,7 +159,11 @@ class ScenarioResult:
                       "targets": tuple(Target(**t) for t in record["targets"])})
 
 
-def controlled(scenario: Scenario) -> Run:
+def controlled(scenario: Scenario, signal: Signal) -> Run:
+    """The shipped controller on ``scenario``, given ``signal``."""
+    if signal == Signal.FRESH_COUNT:
+        controller = echoing.EchoController(max_factor=MAX_FACTOR, elements_per_step=ELEMENTS_PER_STEP)
+        return simulate(scenario, controller=controller, count_fresh=True)
     return simulate(scenario, controller=echoing.EchoController(max_factor=MAX_FACTOR))
 
 
@@ -158,13 +175,13 @@ def best_fixed(scenario: Scenario) -> tuple[float, float]:
     return factor, fastest
 
 
-def steady(ratio: float) -> ScenarioResult:
+def steady(signal: Signal, ratio: float) -> ScenarioResult:
     scenario = Scenario(ratio=ratio, steps=STEPS)
-    run = controlled(scenario)
+    run = controlled(scenario, signal)
     factor = max(1.0, ratio)
     reference = simulate(scenario, factor=factor).seconds
     bound = 1.03 if ratio <= 1 else 1.08
-    return ScenarioResult(Kind.STEADY, ratio, run.seconds, factor, False, reference, run.echoed_share,
+    return ScenarioResult(signal, Kind.STEADY, ratio, run.seconds, factor, False, reference, run.echoed_share,
                           len(run.decisions), targets=(Target("time_ratio", bound),))
 
 
@@ -188,26 +205,26 @@ def settle_steps(run: Run, change_step: int, ratio: float) -> float:
     return settled_at - change_step
 
 
-def step_change(before: float, after: float) -> ScenarioResult:
+def step_change(signal: Signal, before: float, after: float) -> ScenarioResult:
     """R changes from ``before`` to ``after``; settling is measured over the change steps."""
     settled, runs = [], []
     for change in CHANGE_STEPS:
         scenario = Scenario(ratio=_step_schedule(before, after, change), steps=STEPS)
-        run = controlled(scenario)
+        run = controlled(scenario, signal)
         settled.append(settle_steps(run, change, after))
         runs.append((scenario, run))
     scenario, run = runs[CHANGE_STEPS.index(300)]
     factor, reference = best_fixed(scenario)
-    return ScenarioResult(Kind.STEP, before, run.seconds, factor, True, reference, run.echoed_share,
+    return ScenarioResult(signal, Kind.STEP, before, run.seconds, factor, True, reference, run.echoed_share,
                           len(run.decisions), ratio_after=after, settle_steps=max(settled),
                           targets=(Target("settle_steps", 150),))
 
 
-def jitter(ratio: float, seed: int) -> ScenarioResult:
+def jitter(signal: Signal, ratio: float, seed: int) -> ScenarioResult:
     scenario = Scenario(ratio=ratio, steps=STEPS, jitter=JITTER, seed=seed)
-    run = controlled(scenario)
+    run = controlled(scenario, signal)
     factor, reference = best_fixed(scenario)
-    return ScenarioResult(Kind.JITTER, ratio, run.seconds, factor, True, reference, run.echoed_share,
+    return ScenarioResult(signal, Kind.JITTER, ratio, run.seconds, factor, True, reference, run.echoed_share,
                           len(run.decisions), seed=seed, held_moves=held_moves(run),
                           targets=(Target("time_ratio", 1.10), Target("held_moves", 2)))
 
@@ -218,19 +235,19 @@ def held_moves(run: Run) -> int:
     return sum(1 for a, b in zip(held, held[1:]) if abs(b / a - 1) > 0.25)
 
 
-def wander() -> ScenarioResult:
+def wander(signal: Signal) -> ScenarioResult:
     scenario = Scenario(ratio=wandering_ratio, steps=STEPS)
-    run = controlled(scenario)
+    run = controlled(scenario, signal)
     factor, reference = best_fixed(scenario)
-    return ScenarioResult(Kind.WANDER, WANDER_MEAN, run.seconds, factor, True, reference, run.echoed_share,
+    return ScenarioResult(signal, Kind.WANDER, WANDER_MEAN, run.seconds, factor, True, reference, run.echoed_share,
                           len(run.decisions), targets=(Target("time_ratio", 1.12),))
 
 
-def burst(ratio: float, seed: int) -> ScenarioResult:
+def burst(signal: Signal, ratio: float, seed: int) -> ScenarioResult:
     scenario = Scenario(ratio=ratio, steps=STEPS, burst_batches=BURST_BATCHES, seed=seed)
-    run = controlled(scenario)
+    run = controlled(scenario, signal)
     factor, reference = best_fixed(scenario)
-    return ScenarioResult(Kind.BURST, ratio, run.seconds, factor, True, reference, run.echoed_share,
+    return ScenarioResult(signal, Kind.BURST, ratio, run.seconds, factor, True, reference, run.echoed_share,
                           len(run.decisions), seed=seed, held_moves=held_moves(run))
 
 
@@ -242,26 +259,28 @@ def _step_schedule(before: float, after: float, change: int) -> Callable[[int], 
     return lambda step: before if step < change else after
 
 
-def run_all() -> list[ScenarioResult]:
-    """Every scenario of the module docstring, in order."""
-    results = [steady(ratio) for ratio in (1.0, 2.0, 4.0, 6.0)]
-    results += [step_change(before, after) for before, after in CHANGES]
-    results += [jitter(ratio, seed) for ratio in (2.0, 4.0) for seed in JITTER_SEEDS]
-    results.append(wander())
-    results += [burst(ratio, seed) for ratio in (2.0, 4.0, 6.0) for seed in JITTER_SEEDS]
+def run_all(signals=tuple(Signal)) -> list[ScenarioResult]:
+    """Every scenario of the module docstring, in order, for each of ``signals``."""
+    results = []
+    for signal in signals:
+        results += [steady(signal, ratio) for ratio in (1.0, 2.0, 4.0, 6.0)]
+        results += [step_change(signal, before, after) for before, after in CHANGES]
+        results += [jitter(signal, ratio, seed) for ratio in (2.0, 4.0) for seed in JITTER_SEEDS]
+        results.append(wander(signal))
+        results += [burst(signal, ratio, seed) for ratio in (2.0, 4.0, 6.0) for seed in JITTER_SEEDS]
     return results
 
 
 def table(results: list[ScenarioResult]) -> str:
     """A Markdown table of the results."""
-    lines = ["| scenario | time / reference | reference | echoed share | settle steps | held moves | target met |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| signal | scenario | time / reference | reference | echoed share | settle steps | held moves | target met |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in results:
         settle = "" if r.settle_steps is None else f"{r.settle_steps:g}"
         moves = "" if r.held_moves is None else f"{r.held_moves}"
         bounds = ", ".join(f"{t.figure} <= {t.bound:g}" for t in r.targets)
         met = f"{'yes' if r.met else 'NO'} ({bounds})" if r.targets else "no target (reported)"
-        lines.append(f"| {r.kind.value} {r.label} | {r.time_ratio:.3f} | {r.reference} | {r.echoed_share:.2f} | {settle} | "
+        lines.append(f"| {r.signal.value} | {r.kind.value} {r.label} | {r.time_ratio:.3f} | {r.reference} | {r.echoed_share:.2f} | {settle} | "
                      f"{moves} | {met} |")
     return "\n".join(lines)
 
@@ -287,9 +306,10 @@ def plot(path: Path) -> Path:
                Scenario(ratio=wandering_ratio, steps=STEPS))]
     figure, axes = plt.subplots(len(panels), 1, figsize=(8, 2.2 * len(panels)), sharex=True)
     for axis, (title, scenario) in zip(axes, panels):
-        run = controlled(scenario)
-        axis.plot(run.ratios, color="black", linewidth=1, label="R")
-        axis.plot(run.factors, color="tab:blue", linewidth=1.2, label="echo factor")
+        runs = {signal: controlled(scenario, signal) for signal in Signal}
+        axis.plot(runs[Signal.TIMESTAMPS].ratios, color="black", linewidth=1, label="R")
+        for signal, color in zip(Signal, ("tab:blue", "tab:orange")):
+            axis.plot(runs[signal].factors, color=color, linewidth=1.2, label=f"echo factor ({signal.value})")
         axis.set_title(title, fontsize=9)
         axis.set_ylim(0, 9)
         axis.set_ylabel("factor / R", fontsize=8)

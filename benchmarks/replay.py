@@ -59,13 +59,15 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
       train_step: instead of ``step_seconds``, a real step called with each batch (the
         wallclock mode, :mod:`benchmarks.wallclock`: training on this CPU).
       controller: an :class:`echoing.EchoController` to drive ``factor`` (the variable the
-        config's echo stage reads), as :class:`echoing.AutoEcho` would.
+        config's echo stage reads), as :class:`echoing.AutoEcho` would; given the echo
+        stage's fresh count at every step when its settings have ``elements_per_step``.
       factor: that variable.
 
     Returns:
       ``seconds``: for every step, seconds from the first batch to the step's end;
       ``factors``: the factor set when each step's batch was pulled; ``startup_seconds``;
-      ``decisions``: the controller's decisions, as text.
+      ``decisions``: the controller's decisions, as text; ``fresh``: the echo stage's
+      fresh count after every step (where the controller read it), else ``None``.
     """
     if (controller is None) != (factor is None):
         raise ValueError("controller and factor: give both or neither")
@@ -77,7 +79,8 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
     with fill_unthrottled(config):
         batch = next(iterator)  # The buffers fill here; the first step trains on this batch.
     origin = time.perf_counter()
-    seconds, factors = [], []
+    seconds, factors, fresh = [], [], []
+    read_fresh = controller is not None and controller.settings.elements_per_step is not None
     for step in range(steps):
         if step:
             batch = next(iterator)
@@ -88,13 +91,18 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
             time.sleep(step_seconds)  # The accelerator's step: the host's CPU is free meanwhile.
         now = time.perf_counter()
         seconds.append(now - origin)
-        if controller is not None and controller.observe(step, now) is not None:
+        counted = {}
+        if read_fresh:
+            counted["fresh"] = int(stats.fresh.numpy())
+            fresh.append(counted["fresh"])
+        if controller is not None and controller.observe(step, now, **counted) is not None:
             factor.assign(controller.factor)
     return {
         "seconds": seconds,
         "factors": factors,
         "startup_seconds": origin - start,
         "decisions": [str(d) for d in controller.decisions] if controller is not None else [],
+        "fresh": fresh if read_fresh else None,
     }
 
 
@@ -109,8 +117,9 @@ def redecide(timeline: dict, controller: echoing.EchoController) -> list[str]:
     >>> redecide(timeline, echoing.EchoController(max_factor=4.0))[0]
     "step 0: echo factor 4 -> 4 (probe): measuring the step's own rate at e=4, where the input is outrun"
     """
+    fresh = timeline.get("fresh")
     for step, seconds in enumerate(timeline["seconds"]):
-        controller.observe(step, seconds)
+        controller.observe(step, seconds, *([fresh[step]] if fresh else []))
     return [str(d) for d in controller.decisions]
 
 

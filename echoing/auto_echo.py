@@ -58,13 +58,17 @@ class AutoEcho(keras.callbacks.Callback):
         stats = echoing.EchoStats()
         ds = upstream.apply(echoing.echo(factor, shuffle_buffer_size=1024, seed=0, stats=stats))
         ds = ds.batch(128).prefetch(2)
-        auto = echoing.AutoEcho(factor, max_factor=8.0, stats=stats)
+        auto = echoing.AutoEcho(factor, max_factor=8.0, stats=stats, elements_per_step=128)
         model.fit(ds, steps_per_epoch=500, epochs=10, callbacks=[auto])
 
     What it measures: the seconds between the ends of consecutive training batches, from
     ``on_train_batch_end``; windows of ``window_steps`` steps give a rate each, and each
     measurement is the median of ``windows`` of them. The time across an epoch boundary
-    (evaluation, a new iterator) is never counted.
+    (evaluation, a new iterator) is never counted. Given ``stats`` and
+    ``elements_per_step`` (the batch size when the stage echoes examples, 1 when it echoes
+    batches), it also reads ``stats.fresh`` at every step: how fast the input delivers.
+    That is the supply law of :mod:`echoing.controller`, which measures R without making
+    a step wait; use it whenever you can.
 
     What it sets: ``factor``, to ``initial_factor`` (1) while the buffer drains, then to
     ``min(R * headroom, max_factor)``, or exactly 1 when training is not input-bound.
@@ -102,12 +106,13 @@ class AutoEcho(keras.callbacks.Callback):
       factor: the scalar ``tf.Variable`` of floating dtype that the pipeline's
         :func:`echoing.echo` stage reads.
       max_factor: the largest factor it sets, and the one it probes at (>= 1).
-      stats: the :class:`echoing.EchoStats` of that echo stage, to log fresh examples.
+      stats: the :class:`echoing.EchoStats` of that echo stage: fresh examples are
+        logged, and with ``elements_per_step`` the controller reads its fresh count.
       log_dir: a TensorBoard directory, or ``None``.
       verbose: 1 prints each decision as one sentence; 0 is silent.
       **settings: any other field of :class:`echoing.ControllerSettings`
-        (``initial_factor``, ``headroom``, ``settle_steps``, ``drain_steps``,
-        ``check_every_steps``, ...).
+        (``elements_per_step``, ``initial_factor``, ``headroom``, ``settle_steps``,
+        ``drain_steps``, ``check_every_steps``, ...).
 
     Attributes:
       controller: the :class:`echoing.EchoController` that decides.
@@ -141,6 +146,10 @@ class AutoEcho(keras.callbacks.Callback):
         self.log_dir = None if log_dir is None else os.fspath(log_dir)
         self.verbose = int(verbose)
         self.controller = EchoController(max_factor=max_factor, verbose=self.verbose, **settings)
+        if self.controller.settings.elements_per_step is not None and stats is None:
+            raise ValueError(f"stats: elements_per_step={self.controller.settings.elements_per_step} is for reading the "
+                             "echo stage's fresh count, so pass its echoing.EchoStats as stats; got None")
+        self._read_fresh = stats is not None and self.controller.settings.elements_per_step is not None
         self._step = 0
         self._last_batch = -1
         self._epoch_first = self._epoch_last = None
@@ -178,7 +187,8 @@ class AutoEcho(keras.callbacks.Callback):
         if self._epoch_first is None:
             self._epoch_first = (self._step, now)
         self._epoch_last = (self._step, now)
-        decision = self.controller.observe(self._step, now)
+        fresh = int(self.stats.fresh.numpy()) if self._read_fresh else None
+        decision = self.controller.observe(self._step, now, fresh)
         if decision is not None:
             self.factor.assign(decision.factor)
             self._write_decision(decision)

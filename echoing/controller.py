@@ -19,7 +19,37 @@ the pipeline holds):
   measuring a lower factor for a fixed number of steps, the controller waits for that
   drop, measures a few waiting steps (which give ``u``), and moves at once.
 
-Phases (:class:`Phase`):
+There are two laws, chosen by what the loop gives :meth:`EchoController.observe`.
+
+**The supply law** (``observe(step, timestamp, fresh=int(stats.fresh))``, with
+``elements_per_step`` set): the echo stage's :class:`echoing.EchoStats` counts the fresh
+elements it pulls, so the input's rate ``u`` is read directly, at any factor at which the
+input cannot keep up: ``R = s * elements_per_step / (fresh elements per second)``. Where
+the input does keep up, the echo stage waits for the step and reads exactly what the
+steps use, ``1 / e`` of a step's elements each; the estimate is then ``e`` itself, which
+says only ``R <= e``. So:
+
+* ``PROBE`` opens at ``max_factor`` for ``supply_settle_steps`` + ``supply_window_steps``
+  steps: the step's own rate ``s``, the reference.
+* ``CHECK`` runs a lower factor for as long: if the input cannot keep up there, its rate
+  gives R and the factor goes to ``R * headroom`` (the median of the last three
+  estimates, against the jitter of one window) in ``HOLD``; if it keeps up, R is at most
+  that factor and the next check halves it (at 1: no echoing). The opening search starts
+  at ``max_factor / 2``, or at ``initial_factor`` when one is given.
+* ``HOLD`` reads every window: an input that stops keeping up (R rose) moves the factor
+  at once; one that keeps up refines ``s``. Every ``supply_check_every_steps`` (60)
+  steps a ``CHECK`` divides the factor by ``supply_check_divisor`` (1.4).
+
+A lower factor shows in the fresh count at once, long before the buffer between the echo
+stage and the step drains, so a check makes no step wait while the buffer lasts (about
+``buffer / (1 - e_low / R)`` steps: 45 for 10 batches at ``e_low = 1.1 R / 1.4``). Its cost is
+nil where the timing law's is ``(m + 2) * (check_divisor / headroom - 1)`` step-times, and
+bursts downstream of the echo stage (a text pipeline's bucketing) do not touch it.
+Measured on the simulated loop (``python -m benchmarks.controller_simulation``, the
+``fresh count`` rows of ``benchmarks/results/controller_simulation.json``).
+
+**The timing law** (``observe(step, timestamp)``): only the step's timestamps, for a loop
+that cannot read the echo stage's counters. Phases (:class:`Phase`):
 
 * ``PROBE`` opens: ``max_factor`` for ``settle_steps`` + ``window_steps`` steps gives the
   step's own rate (the reference), whatever the buffer held at the start. Later, a
@@ -202,6 +232,19 @@ class ControllerSettings:
         under asynchronous dispatch (JAX), whose dispatch stalls whenever the queue of
         steps in flight is full. The controller then measures nothing and keeps the
         factor until the pattern stops, and says so (:attr:`EchoController.implausible`).
+      elements_per_step: the fresh elements one training step would read without echo:
+        the batch size where the echo stage echoes examples, 1 where it echoes batches.
+        Needed (and only used) when :meth:`EchoController.observe` is given the stage's
+        ``fresh`` count, which selects the supply law (see :mod:`echoing.controller`).
+      supply_settle_steps: steps the supply law lets pass after a change of the factor
+        before it measures (the micro-batch the echo stage holds at the old factor).
+      supply_window_steps: steps per window of the supply law (at least; a window also
+        spans three increments of the ``fresh`` count, which comes in micro-batches).
+      supply_check_every_steps: steps of the supply law's ``HOLD`` between checks; ``None``
+        for none.
+      supply_check_divisor: a check of the supply law divides the held factor by this
+        (> 1). It costs nothing while the buffer lasts, so it can be gentle: 1.4 drains
+        about 0.2 batches per step at ``e = 1.1 R``.
       verbose: 1 prints each decision as one sentence.
     """
 
@@ -225,6 +268,11 @@ class ControllerSettings:
     pause_factor: float = 100.0
     stall_batches: float = 16.0
     implausible_pauses: int = 3
+    elements_per_step: Optional[int] = None
+    supply_settle_steps: int = 4
+    supply_window_steps: int = 12
+    supply_check_every_steps: Optional[int] = 60
+    supply_check_divisor: float = 1.4
     verbose: int = 0
 
     def __post_init__(self):
@@ -251,6 +299,11 @@ class ControllerSettings:
         check_int("lumpy_window", self.lumpy_window, low=0)
         check_int("lumpy_estimates", self.lumpy_estimates, low=1)
         check_int("check_every_steps", self.check_every_steps, low=1, none_ok=True)
+        check_int("elements_per_step", self.elements_per_step, low=1, none_ok=True)
+        check_int("supply_settle_steps", self.supply_settle_steps, low=0)
+        check_int("supply_window_steps", self.supply_window_steps, low=2)
+        check_int("supply_check_every_steps", self.supply_check_every_steps, low=1, none_ok=True)
+        check_number("supply_check_divisor", self.supply_check_divisor, low=1.0, low_open=True)
         if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
             raise ValueError(f"verbose: expected 0 or 1, got {self.verbose!r}")
 
@@ -375,6 +428,10 @@ class EchoController:
         self.stalls: list[tuple[int, float]] = []
         self._pauses: collections.deque = collections.deque()  # Steps at which a pause was seen.
         self._note = ""  # said once, in the next decision's reason
+        self._supply_law: Optional[bool] = None  # whether observe gets the fresh count (fixed by the first call)
+        self._supply: list[tuple[int, float, int]] = []  # (step, timestamp, fresh) since the phase or a restart
+        self._supply_window_start = 0
+        self._check_from_hold = False
         self._enter(0)
 
     @property
@@ -383,7 +440,7 @@ class EchoController:
 
     # The loop's side.
 
-    def observe(self, step: int, timestamp: float) -> Optional[EchoDecision]:
+    def observe(self, step: int, timestamp: float, fresh: Optional[int] = None) -> Optional[EchoDecision]:
         """Records that training step ``step`` ended at ``timestamp`` (seconds, monotonic).
 
         Returns the decision taken at this step, if any; then assign :attr:`factor` to the
@@ -392,6 +449,11 @@ class EchoController:
         that goes backwards, or a step far longer than the others (a pause the loop did
         not announce with :meth:`interrupt`), is left out of every measurement and
         logged as a decision that keeps the factor.
+
+        ``fresh``: the echo stage's count of fresh elements so far (``int(stats.fresh)``
+        of its :class:`echoing.EchoStats`), at every call or at none; with it the
+        controller follows the supply law, which needs ``elements_per_step``. A count
+        that goes back (``stats.reset()``) is treated as a timestamp that goes back.
         """
         if isinstance(step, bool) or not isinstance(step, numbers.Integral):
             raise TypeError(f"step: expected an int, got {type(step).__name__}: {step!r}")
@@ -400,27 +462,38 @@ class EchoController:
         step, timestamp = int(step), float(timestamp)
         if self._last_step is not None and step <= self._last_step:
             raise ValueError(f"step: expected steps to increase, got {step} after {self._last_step}")
+        self._check_fresh(fresh)
         self._last_step = step
         if not self.decisions:
             self._last = (step, timestamp)
+            self._supply = [] if fresh is None else [(step, timestamp, int(fresh))]
             if self.settings.max_factor == 1:
                 return self._decide(step, 1.0, Phase.HOLD, "max_factor is 1: nothing to choose")
             return self._decide(step, self.factor, Phase.PROBE,
                                 f"measuring the step's own rate at e={self.factor:g}, where the input is outrun")
         previous, self._last = self._last, (step, timestamp)
+        origin = [] if fresh is None else [(step, timestamp, int(fresh))]
         if previous is None:
+            self._supply, self._supply_window_start = origin, 0
             return None  # After an interrupt: the time since the last step was not training.
         elapsed, steps = timestamp - previous[1], step - previous[0]
         if elapsed <= 0:
             self._restart_measurement()
+            self._supply = origin
             return self._keep(step, f"the timestamp went back or stood still ({elapsed:+.3g} s over {steps} steps): "
                                     "not measured, keeping the factor")
+        if fresh is not None and self._supply and fresh < self._supply[-1][2]:
+            self._restart_measurement()
+            self._supply = origin
+            return self._keep(step, f"the fresh count went back (to {fresh}, a reset?): not "
+                                    "measured, keeping the factor")
         duration = elapsed / steps
         typical = self._typical_duration()
         while self._pauses and self._pauses[0] <= step - _IMPLAUSIBLE_WINDOW_STEPS:
             self._pauses.popleft()
         if typical is not None and duration > self.settings.pause_factor * typical:
             self._restart_measurement()
+            self._supply = origin
             self._pauses.append(step)
             if len(self._pauses) >= self.settings.implausible_pauses:
                 self.implausible = True
@@ -435,9 +508,25 @@ class EchoController:
         if len(self._pauses) >= self.settings.implausible_pauses:
             # Between the stalls of a dispatch queue the steps look far too fast: not measured.
             self._restart_measurement()
+            self._supply = origin
             return None
         self._durations.append((step, duration, steps))
+        if fresh is not None:
+            self._supply.append(origin[0])
+            return self._on_supply_step(step)
         return self._on_step(step)
+
+    def _check_fresh(self, fresh) -> None:
+        if fresh is not None and (isinstance(fresh, bool) or not isinstance(fresh, numbers.Integral) or fresh < 0):
+            raise ValueError(f"fresh: expected a count of fresh elements (an int >= 0), got {fresh!r}")
+        if self._supply_law is None:
+            if fresh is not None and self.settings.elements_per_step is None:
+                raise ValueError(f"elements_per_step: the fresh count ({fresh}) needs the fresh elements one step reads "
+                                 "without echo (the batch size when the stage echoes examples, 1 for batches); got None")
+            self._supply_law = fresh is not None
+        elif self._supply_law != (fresh is not None):
+            raise ValueError(f"fresh: give the fresh count at every call or at none; got {fresh!r} after "
+                             f"{'counts' if self._supply_law else 'none'}")
 
     def interrupt(self) -> None:
         """The time until the next step is not training (an evaluation, a checkpoint, a new epoch)."""
@@ -692,6 +781,94 @@ class EchoController:
         return self._decide(step, new, Phase.VERIFY,
                             f"{moved}: the input is slower, R is about {self.ratio:.2f}; raising e", rates)
 
+    # The supply law: the fresh count says how fast the input delivers.
+
+    def _on_supply_step(self, step: int) -> Optional[EchoDecision]:
+        """PROBE, CHECK and HOLD from the fresh count: ``R = s * elements_per_step / fresh rate``."""
+        settings = self.settings
+        first = self._phase_step + settings.supply_settle_steps
+        entries = [entry for entry in self._supply[self._supply_window_start:] if entry[0] >= first]
+        measured = self._supply_window(entries)
+        if measured is None:
+            return None
+        step_rate, fresh_rate = measured
+        factor = self.factor
+        reference = step_rate if self.phase == Phase.PROBE else self._reference
+        ratio = reference * settings.elements_per_step / fresh_rate if fresh_rate > 0 else math.inf
+        outrun = ratio <= factor * (1 + settings.drift_tolerance)
+        if (self.phase == Phase.CHECK and outrun and self._check_from_hold and factor > 1
+                and entries[-1][0] - entries[0][0] < 2 * settings.supply_window_steps):
+            # "The input keeps up" starts a descent: one window's few increments of the count
+            # are not enough to say so just below a held factor, where R is near. In a
+            # descent (R was found lower a moment ago) one window is.
+            return None
+        self._supply_window_start = len(self._supply) - 1
+        self._reference = reference  # At max_factor the step is the bottleneck, unless R >= max_factor.
+        self.window_rates.append((step, step_rate))
+        # Where the input keeps up, the echo stage waits for the step and reads exactly what
+        # the steps use: ratio = factor. Above that, the input cannot keep up at this factor.
+        rates = [(factor, step_rate)]
+        supply = (f"e={factor:g}: {step_rate:.1f} steps/s, fresh input {fresh_rate:.1f} elements/s "
+                  f"({ratio:.2f} x what a step at {self._reference:.1f} steps/s reads at e=1)")
+        if outrun:
+            # The step is the bottleneck: its rate is s.
+            self._reference = step_rate if self.phase == Phase.PROBE else 0.5 * (self._reference + step_rate)
+        if self.phase == Phase.PROBE:
+            if not outrun:
+                self.ratio = ratio
+                return self._decide(step, factor, Phase.HOLD, f"{supply}: the input does not keep up even at "
+                                                              f"max_factor (R >= {factor:g}); holding it", rates)
+            # A warm estimate is checked first; else the search halves the factor.
+            low = settings.initial_factor if settings.initial_factor > 1 else factor / 2
+            return self._supply_check(step, low, f"{supply}: the input keeps up", rates)
+        if not outrun:
+            self.ratio = ratio
+            self._estimates = (self._estimates + [(step, ratio)])[-3:]
+            median = statistics.median(r for _, r in self._estimates)
+            new = self._factor_for(median)
+            if self.phase == Phase.CHECK or abs(new / factor - 1) > settings.drift_tolerance:
+                return self._decide(step, new, Phase.HOLD, f"{supply}: R = {ratio:.2f} (median of the last "
+                                                           f"{len(self._estimates)}: {median:.2f}); e = R x "
+                                                           f"{settings.headroom:g}", rates)
+        elif self.phase == Phase.CHECK:
+            self._estimates = []
+            if factor <= 1:
+                self.ratio = min(self.ratio, 1.0) if math.isfinite(self.ratio) else 1.0
+                return self._decide(step, 1.0, Phase.HOLD, f"{supply}: the input keeps up at e=1; no echoing", rates)
+            return self._supply_check(step, factor / 2, f"{supply}: the input keeps up, so R <= {factor:g}", rates)
+        every = settings.supply_check_every_steps
+        due = every is not None and step - self._phase_step >= every
+        if due and factor > 1:
+            return self._supply_check(step, factor / settings.supply_check_divisor,
+                                      f"{supply}; checking a lower factor", rates)
+        return None
+
+    def _supply_check(self, step: int, factor: float, reason: str, rates) -> EchoDecision:
+        self._check_from_hold = self.phase == Phase.HOLD
+        low = round(max(1.0, factor), 2)
+        return self._decide(step, low, Phase.CHECK, f"{reason}; measuring e={low:g} (free while the buffer lasts)",
+                            rates)
+
+    def _supply_window(self, entries: list) -> Optional[tuple[float, float]]:
+        """(steps per second, fresh elements per second) over ``entries``, or ``None`` until they suffice.
+
+        The count grows in micro-batches, so the fresh rate runs from the first increment
+        in the window to the last, over at least three increments; a window of four times
+        the length with fewer takes the plain count (the input is that slow).
+        """
+        window = self.settings.supply_window_steps
+        if len(entries) < 2 or entries[-1][0] - entries[0][0] < window:
+            return None
+        (first_step, first_time, first_fresh), (last_step, last_time, last_fresh) = entries[0], entries[-1]
+        step_rate = (last_step - first_step) / (last_time - first_time)
+        increments = [later for earlier, later in zip(entries, entries[1:]) if later[2] > earlier[2]]
+        if len(increments) >= 3:
+            (_, start, counted), (_, end, total) = increments[0], increments[-1]
+            return step_rate, (total - counted) / (end - start)
+        if last_step - first_step >= 4 * window:
+            return step_rate, (last_fresh - first_fresh) / (last_time - first_time)
+        return None
+
     # Bookkeeping.
 
     def _factor_for(self, ratio: float) -> float:
@@ -754,6 +931,7 @@ class EchoController:
     def _restart_measurement(self) -> None:
         """Forgets the steps measured in this phase; the phase goes on."""
         self._durations = []
+        self._supply_window_start = 0
         self._drop_start = None
         self._window_start = 0
         self._drift_rates, self._drift_direction = [], 0
@@ -764,6 +942,8 @@ class EchoController:
 
     def _enter(self, step: int) -> None:
         self._phase_step = step
+        self._supply = self._supply[-1:]  # The decision's step is the origin of the next window.
+        self._supply_window_start = 0
         self._durations: list[tuple[int, float, int]] = []  # (step, seconds per step, steps)
         self._drop_start: Optional[int] = None
         self._window_start = 0

@@ -49,8 +49,14 @@ class Controller(Protocol):
 
     factor: float
 
-    def observe(self, step: int, timestamp: float):  # pragma: no cover - a protocol
+    def observe(self, step: int, timestamp: float, fresh: Optional[int] = None):  # pragma: no cover - a protocol
         ...
+
+
+# The simulated echo stage pulls fresh elements in micro-batches of this many, as
+# echoing.echo does, and a step reads this many at factor 1: a controller given the fresh
+# count takes elements_per_step=ELEMENTS_PER_STEP.
+ELEMENTS_PER_STEP = 64
 
 
 RatioSchedule = Union[float, Callable[[int], float]]
@@ -136,7 +142,8 @@ class Run:
         return 1 - self.fresh_batches / len(self.batch_factors)
 
 
-def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Controller] = None) -> Run:
+def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Controller] = None,
+             count_fresh: bool = False) -> Run:
     """Runs ``scenario`` at a fixed ``factor``, or with ``controller`` choosing it.
 
     Args:
@@ -144,6 +151,10 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
       factor: the echo factor (>= 1), or the starting one with a controller.
       controller: anything with ``observe(step, timestamp)`` (returning a decision or
         ``None``) and ``factor``, as :class:`echoing.EchoController`.
+      count_fresh: also pass the echo stage's fresh count, ``observe(step, timestamp,
+        fresh=...)``: the fresh elements it has pulled, in micro-batches of
+        :data:`ELEMENTS_PER_STEP` (a batch made at factor ``e`` reads ``1 / e`` of one),
+        counted when the batch is made, as :class:`echoing.EchoStats` counts.
 
     Returns:
       a :class:`Run`.
@@ -173,16 +184,19 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
     # The batch in production: (finish time, its factor), or None while the buffer is full.
     making = None if len(buffer) == capacity else (production_seconds(0, factor), factor)
     now, step_ends, factors, batch_factors, ratios = 0.0, [], [], [], []
+    fresh_batches = 0.0  # made since the start (what the batches in the buffer at the start read is not counted)
     for step in range(scenario.steps):
         # The producer runs up to now.
         while making is not None and making[0] <= now:
             done, made_at = making
             buffer.append(made_at)
+            fresh_batches += 1 / made_at
             making = None if len(buffer) == capacity else (done + production_seconds(step, factor), factor)
         if not buffer:  # The step waits for the input.
             done, made_at = making
             now = done
             buffer.append(made_at)
+            fresh_batches += 1 / made_at
             making = (done + production_seconds(step, factor), factor)
         batch_factors.append(buffer.popleft())
         if making is None:  # A slot is free again.
@@ -191,8 +205,11 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
         step_ends.append(now)
         factors.append(factor)
         ratios.append(scenario.ratio_at(step))
-        if controller is not None and controller.observe(step, now) is not None:
-            factor = float(controller.factor)
+        if controller is not None:
+            # A micro-batch is counted whole when its first copy is made.
+            fresh = {"fresh": ELEMENTS_PER_STEP * math.ceil(fresh_batches - 1e-9)} if count_fresh else {}
+            if controller.observe(step, now, **fresh) is not None:
+                factor = float(controller.factor)
     decisions = list(getattr(controller, "decisions", [])) if controller is not None else []
     return Run(seconds=now, step_ends=step_ends, factors=factors, batch_factors=batch_factors, ratios=ratios,
                decisions=decisions)

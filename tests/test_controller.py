@@ -353,3 +353,79 @@ def test_observe_rejects_steps_that_do_not_increase_and_timestamps_that_are_not_
         controller.observe(6, math.nan)
     with pytest.raises(TypeError, match="step: expected an int, got float"):
         controller.observe(7.0, 3.0)
+
+
+# The supply law: observe(step, timestamp, fresh=...) with the echo stage's fresh count.
+
+from echoing.simulation import ELEMENTS_PER_STEP  # noqa: E402
+
+
+def supplied(**settings):
+    return EchoController(max_factor=8.0, elements_per_step=ELEMENTS_PER_STEP, **settings)
+
+
+@pytest.mark.parametrize("ratio", [2.0, 4.0, 6.0])
+def test_with_the_fresh_count_it_settles_near_r_and_no_step_waits_after_the_opening_search(ratio):
+    controller = supplied()
+    run = simulate(Scenario(ratio=ratio, steps=650), controller=controller, count_fresh=True)
+    held = holds(controller)
+    assert held and held[0].ratio == pytest.approx(ratio, rel=0.1), [str(d) for d in controller.decisions]
+    assert held[-1].factor == pytest.approx(1.1 * ratio, rel=0.1)  # The run may end inside a check.
+    # Checks run every 60 steps, yet none makes a step wait: the fresh count shows the lower
+    # factor long before the buffer drains.
+    durations = [end - start for start, end in zip(run.step_ends, run.step_ends[1:])]
+    assert sum(1 for d in durations[held[0].step:] if d > 1.01) == 0
+    assert sum(1 for d in controller.decisions if d.phase == Phase.CHECK and d.step > held[0].step) >= 4
+
+
+def test_with_the_fresh_count_it_holds_one_when_not_input_bound():
+    controller = supplied()
+    run = simulate(Scenario(ratio=0.5, steps=400), controller=controller, count_fresh=True)
+    assert controller.factor == 1.0 and set(run.factors[150:]) == {1.0}
+    assert any("no echoing" in d.reason for d in controller.decisions)
+
+
+def test_with_the_fresh_count_it_follows_r_up_and_down():
+    controller = supplied()
+    run = simulate(Scenario(ratio=schedule((0, 2), (250, 5), (450, 1.5)), steps=650), controller=controller,
+                   count_fresh=True)
+    assert 4.5 <= run.factors[400] <= 7.5 and 1.3 <= run.factors[-1] <= 2.3, [str(d) for d in controller.decisions]
+
+
+def test_with_the_fresh_count_a_warm_start_is_checked_first():
+    controller = supplied(initial_factor=4.4)
+    simulate(Scenario(ratio=4.0, steps=120), controller=controller, count_fresh=True)
+    assert controller.decisions[1].phase == Phase.CHECK and controller.decisions[1].factor == 4.4
+
+
+def test_with_the_fresh_count_r_above_max_factor_holds_max_factor():
+    controller = EchoController(max_factor=3.0, elements_per_step=ELEMENTS_PER_STEP)
+    run = simulate(Scenario(ratio=20.0, steps=400), controller=controller, count_fresh=True)
+    assert run.factors[-1] == 3.0 and controller.ratio >= 3.0
+
+
+def test_a_fresh_count_that_goes_back_keeps_the_factor_and_says_why():
+    controller = supplied()
+    controller.observe(0, 0.0, fresh=0)
+    controller.observe(1, 1.0, fresh=640)
+    decision = controller.observe(2, 2.0, fresh=64)
+    assert decision.factor == decision.previous_factor and "fresh count went back" in decision.reason
+
+
+@pytest.mark.parametrize("calls, message", [
+    ([dict(fresh=-1)], r"fresh: expected a count of fresh elements \(an int >= 0\), got -1"),
+    ([dict(fresh=2.5)], r"fresh: expected a count of fresh elements \(an int >= 0\), got 2.5"),
+    ([dict(fresh=True)], r"fresh: expected a count of fresh elements \(an int >= 0\), got True"),
+    ([dict(fresh=0), dict()], r"fresh: give the fresh count at every call or at none; got None after counts"),
+    ([dict(), dict(fresh=0)], r"fresh: give the fresh count at every call or at none; got 0 after none"),
+])
+def test_bad_fresh_counts_name_the_argument_and_the_value(calls, message):
+    controller = supplied()
+    with pytest.raises(ValueError, match=message):
+        for step, keywords in enumerate(calls):
+            controller.observe(step, float(step), **keywords)
+
+
+def test_a_fresh_count_needs_elements_per_step():
+    with pytest.raises(ValueError, match=r"elements_per_step: the fresh count \(0\) needs .* got None"):
+        EchoController(max_factor=8.0).observe(0, 0.0, fresh=0)
