@@ -1,8 +1,9 @@
 """A Keras callback that sets the echo factor during ``fit`` from the step rate it measures.
 
 :class:`AutoEcho` is a thin adapter: it timestamps the end of every training batch from
-the callback's batch hooks (the model and its step are untouched), hands the timestamps
-to an :class:`echoing.EchoController`, and assigns the controller's factor to the
+the callback's batch hooks (the model and its step are untouched), reads the echo stage's
+fresh count when given ``stats`` and ``elements_per_step``, hands both to an
+:class:`echoing.EchoController`, and assigns the controller's factor to the
 ``tf.Variable`` the pipeline's :func:`echoing.echo` stage reads. The control law (the
 step's own rate from the first steps, R from a few steps that wait once the buffer has
 drained, e set to about R, raised when the rate drops, checked below now and then) and
@@ -21,7 +22,7 @@ Example, with a step of about 5 ms and an input pipeline throttled to one batch 
 >>> model = keras.Sequential([keras.Input(()), keras.layers.Lambda(
 ...     lambda x: x + sleep(0.005))])
 >>> model.compile(loss=lambda y, p: tf.reduce_mean(p) * 0.0)
->>> auto = echoing.AutoEcho(factor, max_factor=8.0, stats=stats, verbose=0)
+>>> auto = echoing.AutoEcho(factor, max_factor=8.0, stats=stats, elements_per_step=8, verbose=0)
 >>> history = model.fit(ds.map(lambda x: (x, x)), steps_per_epoch=80, epochs=2, callbacks=[auto], verbose=0)
 >>> sorted(k for k in history.history if k != "loss")
 ['echo_factor', 'fresh_examples', 'steps_per_second']
