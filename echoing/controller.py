@@ -388,12 +388,16 @@ class EchoController:
     .. code-block:: python
 
         factor = tf.Variable(1.0, dtype=tf.float64)
-        ds = upstream.apply(echoing.echo(factor, shuffle_buffer_size=1024, seed=0)).batch(128).prefetch(2)
-        controller = echoing.EchoController(max_factor=8.0)
+        stats = echoing.EchoStats()
+        ds = upstream.apply(echoing.echo(factor, shuffle_buffer_size=1024, seed=0, stats=stats)).batch(128).prefetch(2)
+        controller = echoing.EchoController(max_factor=8.0, elements_per_step=128)
         for step, batch in enumerate(ds):
             train_step(batch)   # under JAX: block on its result first
-            if controller.observe(step, time.perf_counter()):
+            if controller.observe(step, time.perf_counter(), fresh=int(stats.fresh)):
                 factor.assign(controller.factor)
+
+    Without ``stats`` and ``elements_per_step``, ``observe(step, timestamp)`` follows the
+    timing law from the timestamps alone.
 
     Call :meth:`interrupt` before a pause that is not training (evaluation, a checkpoint),
     so that its duration does not count as a slow step.
@@ -818,7 +822,7 @@ class EchoController:
         if self.phase == Phase.CHECK and measured is not None:
             # The latest window: just after the factor falls, the echo stage first empties the
             # buffers upstream of it at the steps' own pace, which looks like an input that
-            # keeps up (a replay: 3.35 x at e = 3.06 where R = 4 and 3.96 x later).
+            # keeps up (tests/test_auto_echo.py at R = 4: 3.35 at e = 3.06 over a whole check, 3.96 later).
             latest = [entry for entry in entries if entry[0] >= entries[-1][0] - window]
             measured = self._supply_window(latest) or measured
         if measured is None:
