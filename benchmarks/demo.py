@@ -139,9 +139,7 @@ def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -
 
     log("AutoEcho on the modelled host")
     factor = tf.Variable(1.0, dtype=tf.float64)
-    # As a user sets AutoEcho up: with the echo stage's fresh count (the supply law).
-    controller = echoing.EchoController(max_factor=config.max_factor,
-                                        elements_per_step=task.echo_elements_per_step(task.default_point))
+    controller = replay.auto_echo_controller(task, task.default_point, config.max_factor)
     auto_pipeline = task.pipeline_config(task.default_point, factor, shuffle, config.seed, read_rate=pipeline["read_rate"], **options)
     auto_timeline = replay.replay(task, auto_pipeline, steps=config.auto_echo_steps, step_seconds=config.step_seconds,
                                   controller=controller, factor=factor)

@@ -81,6 +81,7 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
     origin = time.perf_counter()
     seconds, factors, fresh = [], [], []
     read_fresh = controller is not None and controller.settings.elements_per_step is not None
+    counted = None
     for step in range(steps):
         if step:
             batch = next(iterator)
@@ -91,11 +92,10 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
             time.sleep(step_seconds)  # The accelerator's step: the host's CPU is free meanwhile.
         now = time.perf_counter()
         seconds.append(now - origin)
-        counted = {}
         if read_fresh:
-            counted["fresh"] = int(stats.fresh.numpy())
-            fresh.append(counted["fresh"])
-        if controller is not None and controller.observe(step, now, **counted) is not None:
+            counted = int(stats.fresh.numpy())
+            fresh.append(counted)
+        if controller is not None and controller.observe(step, now, counted) is not None:
             factor.assign(controller.factor)
     return {
         "seconds": seconds,
@@ -104,6 +104,11 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
         "decisions": [str(d) for d in controller.decisions] if controller is not None else [],
         "fresh": fresh if read_fresh else None,
     }
+
+
+def auto_echo_controller(task: Task, placement: str, max_factor: float) -> echoing.EchoController:
+    """AutoEcho's controller as a user sets it up: given the echo stage's fresh count (the supply law)."""
+    return echoing.EchoController(max_factor=max_factor, elements_per_step=task.echo_elements_per_step(placement))
 
 
 def redecide(timeline: dict, controller: echoing.EchoController) -> list[str]:
@@ -119,7 +124,7 @@ def redecide(timeline: dict, controller: echoing.EchoController) -> list[str]:
     """
     fresh = timeline.get("fresh")
     for step, seconds in enumerate(timeline["seconds"]):
-        controller.observe(step, seconds, *([fresh[step]] if fresh else []))
+        controller.observe(step, seconds, fresh[step] if fresh else None)
     return [str(d) for d in controller.decisions]
 
 

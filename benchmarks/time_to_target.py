@@ -296,11 +296,6 @@ def auto_echo_replay_steps(task: Task, records: list, run: RunConfig) -> int:
     return min(task.settings.budget_steps, int(1.5 * max(steps))) if steps else task.settings.budget_steps
 
 
-def auto_echo_controller(run: RunConfig, task: Task) -> echoing.EchoController:
-    """AutoEcho's controller as a user sets it up: given the echo stage's fresh count (the supply law)."""
-    return echoing.EchoController(max_factor=run.max_factor, elements_per_step=task.echo_elements_per_step(run.placement))
-
-
 def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsFile, measured: dict, step: StepModel,
                         options: dict, log, measurements_name: str, *, train: bool = True) -> Optional[dict]:
     """AutoEcho timed on the pipeline, then its choices trained on to find the crossing.
@@ -313,7 +308,7 @@ def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsF
         factor = tf.Variable(1.0, dtype=tf.float64)
         config = task.pipeline_config(run.placement, factor, run.echo_shuffle, run.seed, read_rate=measured["read_rate"],
                                       **options)
-        controller = auto_echo_controller(run, task)
+        controller = replay.auto_echo_controller(task, run.placement, run.max_factor)
         timeline = replay.replay(task, config, steps=auto_echo_replay_steps(task, results.runs, run),
                                  step_seconds=step.step_seconds, train_step=step.train_step, controller=controller,
                                  factor=factor)
@@ -322,7 +317,7 @@ def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsF
                 "held_from_step": held[0].step if held else None}
 
     timeline = results.measure_once("auto_echo_timelines", dataclasses.asdict(run), timed)
-    if replay.redecide(timeline, auto_echo_controller(run, task)) != timeline["decisions"]:
+    if replay.redecide(timeline, replay.auto_echo_controller(task, run.placement, run.max_factor)) != timeline["decisions"]:
         raise RuntimeError(f"{run.describe()}: the saved AutoEcho timeline was recorded with another controller (its "
                            "decisions differ from this one's on the same step times); delete it from "
                            "auto_echo_timelines in the results file and time it again with --time-only, alone")

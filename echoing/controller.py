@@ -42,7 +42,7 @@ says only ``R <= e``. So:
 
 A lower factor shows in the fresh count at once, long before the buffer between the echo
 stage and the step drains, so a check makes no step wait while the buffer lasts: about
-``b / (1 - e_low / R)`` steps for a buffer of ``b`` batches, 48 for 10 batches at a
+``b / (1 - e_low / R)`` steps for a buffer of ``b`` batches, 47 for 10 batches at a
 periodic check's ``e_low = 1.1 R / 1.4``, which lasts at most ``supply_settle_steps + 2 *
 supply_window_steps`` = 28 steps. "The input keeps up" needs those two windows after a
 held factor (a few increments of the count are noisy just below R); within a descent,
@@ -458,8 +458,7 @@ class EchoController:
         self._pauses: collections.deque = collections.deque()  # Steps at which a pause was seen.
         self._note = ""  # said once, in the next decision's reason
         self._supply_law: Optional[bool] = None  # whether observe gets the fresh count (fixed by the first call)
-        self._supply: list[tuple[int, float, int]] = []  # (step, timestamp, fresh) since the phase or a restart
-        self._supply_window_start = 0
+        self._supply: list[tuple[int, float, int]] = []  # (step, timestamp, fresh) since the last window or restart
         self._check_from_hold = False
         self._enter(0)
 
@@ -503,7 +502,7 @@ class EchoController:
         previous, self._last = self._last, (step, timestamp)
         origin = [] if fresh is None else [(step, timestamp, int(fresh))]
         if previous is None:
-            self._supply, self._supply_window_start = origin, 0
+            self._supply = origin
             return None  # After an interrupt: the time since the last step was not training.
         elapsed, steps = timestamp - previous[1], step - previous[0]
         if elapsed <= 0:
@@ -816,7 +815,7 @@ class EchoController:
         """PROBE, CHECK and HOLD from the fresh count: ``R = s * elements_per_step / fresh rate``."""
         settings = self.settings
         first = self._phase_step + settings.supply_settle_steps
-        entries = [entry for entry in self._supply[self._supply_window_start:] if entry[0] >= first]
+        entries = [entry for entry in self._supply if entry[0] >= first]
         window = settings.supply_window_steps
         measured = self._supply_window(entries)
         if self.phase == Phase.CHECK and measured is not None:
@@ -844,7 +843,7 @@ class EchoController:
             # are not enough to say so just below a held factor, where R is near. In a
             # descent (R was found lower a moment ago) one window is.
             return None
-        self._supply_window_start = len(self._supply) - 1
+        self._supply = self._supply[-1:]  # The next window starts here.
         self._reference = reference  # At max_factor the step is the bottleneck, unless R >= max_factor.
         self.window_rates.append((step, step_rate))
         # Where the input keeps up, the echo stage waits for the step and reads exactly what
@@ -973,7 +972,6 @@ class EchoController:
     def _restart_measurement(self) -> None:
         """Forgets the steps measured in this phase; the phase goes on."""
         self._durations = []
-        self._supply_window_start = 0
         self._drop_start = None
         self._window_start = 0
         self._drift_rates, self._drift_direction = [], 0
@@ -985,7 +983,6 @@ class EchoController:
     def _enter(self, step: int) -> None:
         self._phase_step = step
         self._supply = self._supply[-1:]  # The decision's step is the origin of the next window.
-        self._supply_window_start = 0
         self._durations: list[tuple[int, float, int]] = []  # (step, seconds per step, steps)
         self._drop_start: Optional[int] = None
         self._window_start = 0
