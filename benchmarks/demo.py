@@ -38,7 +38,6 @@ from typing import Optional
 
 import tensorflow as tf
 
-import echoing
 from benchmarks import replay, results_io
 from benchmarks.tasks import TASKS, Task
 from benchmarks.training import train_to_target
