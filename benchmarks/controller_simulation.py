@@ -21,6 +21,12 @@ same scenario. It runs twice, once per :class:`Signal`: with the step timestamps
   pipeline's buckets filling), seeds 0-4. Time against the best fixed factor; reported,
   with no target: the held factor sits near R, and an empty buffer that refills only at
   ``(e / R - 1)`` batches per step lets bursts make steps wait after every check.
+* ``lump``: R = 2, 4 and 6 with fresh input in lumps of 1 to 9 fresh batches, each read
+  whole before any of it is handed over (a long document packed into many rows, as the
+  text pipeline's), seeds 0-4. Time against the best fixed factor; reported, with no
+  target in the timing law's rows. With the fresh count the controller must find the
+  input lumpy and stop descending in the stretches where it keeps up (target: within 10%
+  of the best fixed factor, and faster than no echo).
 
 Run ``python -m benchmarks.controller_simulation`` (seconds). It writes
 ``controller_simulation.json`` and ``controller_simulation.png`` (the factor and R against
@@ -49,6 +55,7 @@ CHANGES = ((4.0, 2.0), (2.0, 5.0), (6.0, 1.0))
 CHANGE_STEPS = tuple(range(250, 401, 10))
 JITTER_SEEDS = (0, 1, 2, 3, 4)
 BURST_BATCHES = 3
+LUMP_BATCHES = 5
 JITTER = 0.35
 WANDER_MEAN, WANDER_AMPLITUDE, WANDER_PERIOD = 2.0, 0.6, 400
 
@@ -76,6 +83,7 @@ class Kind(str, enum.Enum):
     JITTER = "jitter"
     WANDER = "wander"
     BURST = "burst"
+    LUMP = "lump"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +104,8 @@ class ScenarioResult:
       echoed_share: the share of the steps' data that was a repeat.
       decisions: how many decisions the controller took.
       settle_steps: steps after a change of R until the factor settled near it (``STEP``).
-      held_moves: times the held factor moved by more than 25% (``JITTER``, ``BURST``).
+      held_moves: times the held factor moved by more than 25% (``JITTER``, ``BURST``, ``LUMP``).
+      over_no_echo: the controller's time over no echo's (``LUMP``).
       targets: the bounds this scenario is held to.
     """
 
@@ -113,6 +122,7 @@ class ScenarioResult:
     seed: Optional[int] = None
     settle_steps: Optional[float] = None
     held_moves: Optional[int] = None
+    over_no_echo: Optional[float] = None
     targets: tuple = ()
 
     def __post_init__(self):
@@ -130,7 +140,8 @@ class ScenarioResult:
             return f"R {self.ratio:g}->{self.ratio_after:g}"
         if self.kind == Kind.WANDER:
             return f"R={self.ratio:g}±{WANDER_AMPLITUDE:g} over {WANDER_PERIOD} steps"
-        extra = {Kind.JITTER: f" jitter {JITTER:.0%}", Kind.BURST: f" bursts of 1-{2 * BURST_BATCHES - 1}"}
+        extra = {Kind.JITTER: f" jitter {JITTER:.0%}", Kind.BURST: f" bursts of 1-{2 * BURST_BATCHES - 1}",
+                 Kind.LUMP: f" lumps of 1-{2 * LUMP_BATCHES - 1}"}
         seed = "" if self.seed is None else f" seed {self.seed}"
         return f"R={self.ratio:g}{extra.get(self.kind, '')}{seed}"
 
@@ -251,6 +262,16 @@ def burst(signal: Signal, ratio: float, seed: int) -> ScenarioResult:
                           len(run.decisions), seed=seed, held_moves=held_moves(run))
 
 
+def lump(signal: Signal, ratio: float, seed: int) -> ScenarioResult:
+    scenario = Scenario(ratio=ratio, steps=STEPS, lump_batches=LUMP_BATCHES, seed=seed)
+    run = controlled(scenario, signal)
+    factor, reference = best_fixed(scenario)
+    targets = (Target("time_ratio", 1.10), Target("over_no_echo", 1.0)) if signal == Signal.FRESH_COUNT else ()
+    return ScenarioResult(signal, Kind.LUMP, ratio, run.seconds, factor, True, reference, run.echoed_share,
+                          len(run.decisions), seed=seed, held_moves=held_moves(run),
+                          over_no_echo=run.seconds / simulate(scenario, factor=1.0).seconds, targets=targets)
+
+
 def wandering_ratio(step: int) -> float:
     return WANDER_MEAN + WANDER_AMPLITUDE * math.sin(2 * math.pi * step / WANDER_PERIOD)
 
@@ -268,6 +289,7 @@ def run_all(signals=tuple(Signal)) -> list[ScenarioResult]:
         results += [jitter(signal, ratio, seed) for ratio in (2.0, 4.0) for seed in JITTER_SEEDS]
         results.append(wander(signal))
         results += [burst(signal, ratio, seed) for ratio in (2.0, 4.0, 6.0) for seed in JITTER_SEEDS]
+        results += [lump(signal, ratio, seed) for ratio in (2.0, 4.0, 6.0) for seed in JITTER_SEEDS]
     return results
 
 
@@ -330,7 +352,7 @@ def main(argv=None) -> None:
     settings = {"steps": STEPS, "max_factor": MAX_FACTOR, "buffer_batches": Scenario().buffer_batches,
                 "controller": dataclasses.asdict(echoing.ControllerSettings(max_factor=MAX_FACTOR)),
                 "fixed_factors": list(FIXED_FACTORS), "change_steps": list(CHANGE_STEPS),
-                "burst_batches": BURST_BATCHES}
+                "burst_batches": BURST_BATCHES, "lump_batches": LUMP_BATCHES}
     records = [r.record() for r in results]
     path = results_io.write_results("controller_simulation", settings, {"scenarios": records}, args.output_dir)
     print(f"results: {path}")

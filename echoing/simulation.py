@@ -9,6 +9,12 @@ The model is the one the echo controller is designed against (:mod:`echoing.cont
   with ``burst_batches`` above 1 it makes them in bursts (a text pipeline's buckets
   filling, a shuffle buffer's refill): ``k`` batches at once, in ``k`` batches' time,
   ``k`` uniform in ``1 .. 2 * burst_batches - 1``;
+* with ``lump_batches`` set, the upstream delivers fresh input in lumps (a long document
+  packed into many rows): a lump of ``k`` fresh batches, ``k`` uniform in
+  ``1 .. 2 * lump_batches - 1``, is read whole, in ``k`` batches' time, before any of it
+  is handed over, and then lasts ``k * e`` steps with no read at all. The mean rate is
+  still ``u``, but while a lump lasts the input keeps up at any factor, and while the
+  next one is read no factor can: lumpy input, as the text pipeline's;
 * a **buffer** of ``buffer_batches`` batches between them (the prefetch and whatever the
   pipeline holds after the echo stage); the producer waits while it is full;
 * a **consumer** (the training step) takes one batch per step and ``1 / s`` seconds per
@@ -78,6 +84,8 @@ class Scenario:
         top of the jitter; 0 for none.
       stall_batches: a stalled batch takes this many batches' production time.
       burst_batches: the mean number of batches made at once (1: one at a time).
+      lump_batches: the mean size of the upstream's lumps of fresh input, in fresh
+        batches (``None``: no lumps, fresh input comes evenly).
       start_full: whether the buffer is full when training starts (after a warm-up, or
         tracing the step, it is).
       seed: seeds the jitter and the stalls.
@@ -91,6 +99,7 @@ class Scenario:
     stall_probability: float = 0.0
     stall_batches: float = 10.0
     burst_batches: int = 1
+    lump_batches: Optional[int] = None
     start_full: bool = True
     seed: int = 0
 
@@ -101,6 +110,7 @@ class Scenario:
         check_int("steps", self.steps, low=1)
         check_int("buffer_batches", self.buffer_batches, low=1)
         check_int("burst_batches", self.burst_batches, low=1)
+        check_int("lump_batches", self.lump_batches, low=1, none_ok=True)
         check_number("jitter", self.jitter, low=0, high=10, high_open=True)  # A coefficient of variation.
         check_number("stall_probability", self.stall_probability, low=0, high=1, high_open=True)
         check_number("stall_batches", self.stall_batches, low=0, low_open=True)
@@ -164,15 +174,23 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
     sigma = math.sqrt(math.log1p(scenario.jitter ** 2))
 
     burst_left = 0  # batches of the current burst still to hand over, each at once
+    consumed = lumps_read = 0.0  # fresh batches taken by the echo stage, and read in lumps
 
     def production_seconds(step: int, e: float) -> float:
-        nonlocal burst_left
+        nonlocal burst_left, consumed, lumps_read
         if burst_left:
             burst_left -= 1
             return 0.0
         size = rng.randint(1, 2 * scenario.burst_batches - 1) if scenario.burst_batches > 1 else 1
         burst_left = size - 1
-        seconds = size * scenario.step_seconds * scenario.ratio_at(step) / e  # 1 / (e * u), u = s / R
+        reads = size / e  # fresh batches read for this batch (or burst)
+        if scenario.lump_batches is not None:
+            consumed, reads = consumed + size / e, 0.0
+            while consumed > lumps_read + 1e-9:  # The next lump is read whole first.
+                lump = rng.randint(1, 2 * scenario.lump_batches - 1)
+                lumps_read += lump
+                reads += lump
+        seconds = reads * scenario.step_seconds * scenario.ratio_at(step)  # a read of a batch takes 1 / u = R / s
         if sigma:
             seconds *= math.exp(rng.gauss(-sigma * sigma / 2, sigma))
         if scenario.stall_probability and rng.random() < scenario.stall_probability:
