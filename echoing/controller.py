@@ -49,18 +49,6 @@ held factor (a few increments of the count are noisy just below R); within a des
 and for "it cannot keep up", one window does. Bursts downstream of the echo stage (a
 text pipeline's bucketing) do not touch the count.
 
-Lumps upstream of the echo stage do: a long document packed into many rows keeps the
-input up at any factor while its rows last, and then no factor can while the next one
-is read. A descent in such a stretch ends at e=1, and the stall after it costs ``R - 1``
-step-times a batch. So, as under the timing law below, the controller marks the input
-*lumpy* once an estimate of R has twice come out above twice a factor at which the
-input had just kept up (within ``lumpy_window`` steps): from then on a check that finds
-the input keeping up holds the factor it checked instead of halving it, and no factor
-goes below ``headroom`` times the median of the last ``lumpy_estimates`` estimates (the
-floor). On the simulated loop (the ``lump`` rows of
-``benchmarks/results/controller_simulation.json``) that keeps it within 10% of the best
-fixed factor.
-
 **What tuning costs under the supply law**, in step-times against ``e = R * headroom``
 from the first step:
 
@@ -210,15 +198,6 @@ PHASES = tuple(phase.value for phase in Phase)
 # few waiting steps (35% per batch in the simulated jitter scenarios), so that steady input
 # with R near 1 is not taken for lumpy (tests/test_controller.py).
 LUMPY_CONTRADICTION = 1.5
-# The supply law's estimates rest on a window's few increments of the fresh count, noisier
-# than the timing law's waits: with R about 1.1, the ResNet replay at R=1 read 1.70 a
-# hundred steps after finding the input keeping up at e=1 (seed 0 of the AutoEcho
-# timelines in benchmarks/results/time_to_target.json). Twice the factor is a lump, and
-# it takes two of them: one is also what a real rise of R looks like after a descent
-# (tests/test_controller.py, R 2 -> 5 -> 1.5), and a lumpy input repeats them (the
-# Transformer's replay: every 200-500 steps).
-SUPPLY_LUMPY_CONTRADICTION = 2.0
-SUPPLY_LUMPS = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -472,10 +451,8 @@ class EchoController:
         self._base: Optional[tuple[float, float]] = None  # (factor, rate) a probe compares with; None at the start
         self._corrections = 0
         self._estimates: list[tuple[int, float]] = []  # (step, R) measured where the step waited for the input
-        self._supply_estimates: list[float] = []  # the supply law's R since it last found the input keeping up
         self._fell: Optional[tuple[int, float]] = None  # (step, factor) of the last conclusion "R <= factor"
         self.lumpy = False
-        self._lumps = 0  # contradictions seen so far (the supply law needs SUPPLY_LUMPS)
         self.implausible = False
         self.stalls: list[tuple[int, float]] = []
         self._pauses: collections.deque = collections.deque()  # Steps at which a pause was seen.
@@ -887,32 +864,24 @@ class EchoController:
             return self._supply_check(step, low, f"{supply}: the input keeps up", rates)
         if not outrun:
             self.ratio = ratio
-            self._record_estimate(step)
-            self._supply_estimates = (self._supply_estimates + [ratio])[-3:]
-            median = statistics.median(self._supply_estimates)
+            self._estimates = (self._estimates + [(step, ratio)])[-3:]
+            median = statistics.median(r for _, r in self._estimates)
             new = self._factor_for(median)
             if self.phase == Phase.CHECK or abs(new / factor - 1) > settings.drift_tolerance:
                 return self._decide(step, new, Phase.HOLD, f"{supply}: R = {ratio:.2f} (median of the last "
-                                                           f"{len(self._supply_estimates)}: {median:.2f}); e = R x "
+                                                           f"{len(self._estimates)}: {median:.2f}); e = R x "
                                                            f"{settings.headroom:g}", rates)
         elif self.phase == Phase.CHECK:
-            self._supply_estimates = []
-            self._fell = (step, factor)
-            if self.lumpy:
-                # The input keeps up for a while (a lump), then stalls: a quiet stretch says
-                # little, so the descent stops here, at or above the floor.
-                return self._decide(step, factor, Phase.HOLD,
-                                    f"{supply}: the input keeps up, but it is lumpy, so holding e={factor:g}, not "
-                                    f"below {self._floor():g}", rates)
+            self._estimates = []
             if factor <= 1:
                 self.ratio = min(self.ratio, 1.0) if math.isfinite(self.ratio) else 1.0
                 return self._decide(step, 1.0, Phase.HOLD, f"{supply}: the input keeps up at e=1; no echoing", rates)
             return self._supply_check(step, factor / 2, f"{supply}: the input keeps up, so R <= {factor:g}", rates)
         every = settings.supply_check_every_steps
         due = every is not None and step - self._phase_step >= every
-        low = max(factor / settings.supply_check_divisor, self._floor())
-        if due and factor > 1 and (not self.lumpy or low < factor * (1 - settings.drift_tolerance)):
-            return self._supply_check(step, low, f"{supply}; checking a lower factor", rates)
+        if due and factor > 1:
+            return self._supply_check(step, factor / settings.supply_check_divisor,
+                                      f"{supply}; checking a lower factor", rates)
         return None
 
     def _supply_check(self, step: int, factor: float, reason: str, rates) -> EchoDecision:
@@ -965,14 +934,9 @@ class EchoController:
         """Keeps :attr:`ratio`, just measured with the step waiting for the input."""
         self._estimates = (self._estimates + [(step, self.ratio)])[-self.settings.lumpy_estimates:]
         settings = self.settings
-        contradiction, needed = (SUPPLY_LUMPY_CONTRADICTION, SUPPLY_LUMPS) if self._supply_law else (LUMPY_CONTRADICTION, 1)
         if (not self.lumpy and self._fell is not None and step - self._fell[0] <= settings.lumpy_window
-                and self.ratio > self._fell[1] * contradiction):
+                and self.ratio > self._fell[1] * LUMPY_CONTRADICTION):
             # R was found at most fell[1] a moment ago and is well above it now.
-            self._lumps += 1
-            if self._lumps < needed:
-                self._fell = None  # Counted once.
-                return
             self.lumpy = True
             self._note = (f"the input is lumpy (R <= {self._fell[1]:g} at step {self._fell[0]}, {self.ratio:.2f} now), "
                           f"so e stays at or above {self._floor():g} from now on")
