@@ -43,7 +43,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 import echoing
-from benchmarks.tasks import Task, fill_unthrottled
+from benchmarks.tasks import Task, fill_unthrottled, release_in_background
 
 
 def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = None,
@@ -75,16 +75,16 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
         raise ValueError(f"step_seconds and train_step: give exactly one, got {step_seconds!r} and {train_step!r}")
     stats = echoing.EchoStats()
     start = time.perf_counter()
-    iterator = iter(task.train_dataset(config, stats=stats))
+    source = [iter(task.train_dataset(config, stats=stats))]  # Its only reference: released at the end.
     with fill_unthrottled(config):
-        batch = next(iterator)  # The buffers fill here; the first step trains on this batch.
+        batch = next(source[0])  # The buffers fill here; the first step trains on this batch.
     origin = time.perf_counter()
     seconds, factors, fresh = [], [], []
     read_fresh = controller is not None and controller.settings.elements_per_step is not None
     counted = None
     for step in range(steps):
         if step:
-            batch = next(iterator)
+            batch = next(source[0])
         factors.append(float(factor.numpy()) if factor is not None else float(config.echo.factor))
         if train_step is not None:
             train_step(batch)
@@ -97,6 +97,8 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
             fresh.append(counted)
         if controller is not None and controller.observe(step, now, counted) is not None:
             factor.assign(controller.factor)
+    del batch
+    release_in_background(source)
     return {
         "seconds": seconds,
         "factors": factors,
@@ -130,39 +132,41 @@ def redecide(timeline: dict, controller: echoing.EchoController) -> list[str]:
 
 def seconds_per_batch(task: Task, config, *, batches: int = 40, warmup: int = 5) -> float:
     """Mean seconds between batches of a pipeline pulled as fast as it goes (no step)."""
-    iterator = iter(task.train_dataset(config))
+    source = [iter(task.train_dataset(config))]  # Its only reference: released at the end.
     with fill_unthrottled(config):
-        next(iterator)
+        next(source[0])
     for _ in range(warmup):
-        next(iterator)
+        next(source[0])
     gaps, last = [], time.perf_counter()
     for _ in range(batches):
-        next(iterator)
+        next(source[0])
         now = time.perf_counter()
         gaps.append(now - last)
         last = now
+    release_in_background(source)
     # Batches arrive in bursts from the buffers; the mean over a run is the rate.
     return sum(gaps) / len(gaps)
 
 
 def measure_pipeline(task: Task, *, ratio: float, step_seconds: float, seed: int, max_factor: float,
-                     echo_shuffle: int, **pipeline_options) -> dict:
+                     echo_shuffle: int, batches: int = 200, **pipeline_options) -> dict:
     """The throttle for a nominal R, the R it gives, and the pipeline's own CPU work.
 
     Returns ``read_rate`` (examples per second), ``measured_ratio`` (seconds per batch of
     the throttled baseline pipeline over ``step_seconds``) and ``cpu_seconds_per_batch``
     of the unthrottled pipeline echoing at ``max_factor`` at the default point, which must
     stay well below ``step_seconds`` for the step to be the bottleneck at that e.
+    ``batches``: the throttled pipeline's batches timed for ``measured_ratio``.
     """
     batch = task.settings.batch_size
     read_rate = batch / (ratio * step_seconds)
     throttled = task.pipeline_config("none", 1.0, 0, seed, read_rate=read_rate, **pipeline_options)
-    # A longer window than the 40 batches the ResNet records were measured over (they read
-    # the nominal R): the text pipeline admits whole documents, so its rate is lumpy. Even
-    # 200 batches swing for it (1.30-1.66 at a nominal 2, `pipelines` in
+    # By default a longer window than the 40 batches the ResNet records were measured over
+    # (they read the nominal R): the text pipeline admits whole documents, so its rate is
+    # lumpy. Even 200 batches swing for it (1.30-1.66 at a nominal 2, `pipelines` in
     # benchmarks/results/time_to_target.json); reporting.replay_table also gives the R of
     # the baseline's whole run.
-    upstream = seconds_per_batch(task, throttled, batches=200, warmup=20)
+    upstream = seconds_per_batch(task, throttled, batches=batches, warmup=20)
     echoed = task.pipeline_config(task.default_point, max_factor, echo_shuffle, seed, **pipeline_options)
     cpu = statistics.median(seconds_per_batch(task, echoed) for _ in range(3))
     return {

@@ -38,7 +38,7 @@ import keras
 import tensorflow as tf
 
 import echoing
-from benchmarks.tasks import Task
+from benchmarks.tasks import Task, release_in_background
 
 
 def fresh_examples(task: Task, placement: str, steps: int, factor: float) -> float:
@@ -95,8 +95,8 @@ def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int
                                   num_train_examples=num_train_examples)
     eval_batches = task.eval_batches(config)
     stats = echoing.EchoStats()
-    iterator = iter(task.train_dataset(config, stats=stats))
-    pending = next(iterator)  # The buffers fill here; the clock starts after (see the module docstring).
+    source = [iter(task.train_dataset(config, stats=stats))]  # Its only reference: released below.
+    pending = next(source[0])  # The buffers fill here; the clock starts after (see the module docstring).
 
     curve, seconds, step = [], 0.0, 0
     while step < settings.budget_steps:
@@ -104,7 +104,7 @@ def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int
         for _ in range(min(settings.eval_every, settings.budget_steps - step)):
             if variable is not None:
                 variable.assign(float(factor_schedule[min(step, len(factor_schedule) - 1)]))
-            inputs, targets = pending if pending is not None else next(iterator)
+            inputs, targets = pending if pending is not None else next(source[0])
             pending = None
             if before_step is not None:
                 before_step(model, step, (inputs, targets))
@@ -125,8 +125,10 @@ def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int
             break
     # The input iterator goes before the model: left to the frame, which frees the model
     # first, its deletion blocked for 9 s after 50 ResNet steps and up to 32 s after 275
-    # (timed around `del` on each, from `python -m benchmarks.demo`'s log).
-    del iterator, pending
+    # (timed around `del` on each, from `python -m benchmarks.demo`'s log). Even first it
+    # waits some 7 s, idle: a thread does the waiting.
+    del pending
+    release_in_background(source)
     point = crossing(curve, task)
     return {
         "reached": point is not None,
