@@ -38,6 +38,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from echoing import EchoPoint
 from benchmarks import replay, results_io
 from benchmarks.tasks import TASKS, Task
 from benchmarks.training import train_to_target
@@ -114,10 +115,80 @@ class Training:
     """One run to train to the target: its placement, factor and echo shuffle, or AutoEcho's schedule."""
 
     name: str
-    placement: str
+    placement: EchoPoint
     factor: float
     echo_shuffle: int
     schedule: Optional[list] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoRun:
+    """One run of the main job: its results record (``results["runs"]`` holds one per run, in order).
+
+    Attributes:
+      name: a label for the table and the plot ("baseline", "AutoEcho", "e=4"); never
+        read back: what a run is, its fields say.
+      placement: the :class:`echoing.EchoPoint` (``none`` for the baseline).
+      factor: the fixed echo factor; ``None`` for AutoEcho.
+      max_factor: the largest factor AutoEcho may set; ``None`` for a fixed factor.
+      echo_shuffle: the echo shuffle buffer, in elements of the echo stage.
+      reached: whether training met the target within the budget.
+      steps, fresh_examples: at the crossing (``None`` if not reached).
+      seconds: time to target on the modelled host (``None`` if not reached, or past
+        AutoEcho's replay).
+      realised_factor: the echo stage's steps over fresh elements in training.
+      curve: the evaluations, ``{"step", "fresh_examples", "seconds", "metric"}``.
+      step_times: the replay's clock at every step (``None`` when not timed).
+
+    >>> run = DemoRun("e=4", EchoPoint.BEFORE_AUGMENT, 4.0, None, 1024, True, 300, 9600.0, 6.5, 4.0, [])
+    >>> DemoRun.from_record(run.record()) == run, run.is_auto_echo, run.is_baseline
+    (True, False, False)
+    """
+
+    name: str
+    placement: EchoPoint
+    factor: Optional[float]
+    max_factor: Optional[float]
+    echo_shuffle: int
+    reached: bool
+    steps: Optional[int]
+    fresh_examples: Optional[float]
+    seconds: Optional[float]
+    realised_factor: float
+    curve: list
+    step_times: Optional[list] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "placement", EchoPoint.parse(self.placement))
+        if (self.factor is None) == (self.max_factor is None):
+            raise ValueError(f"factor, max_factor: a run has a fixed factor or AutoEcho's max_factor, not "
+                             f"{'both' if self.factor is not None else 'neither'}; got factor={self.factor!r}, "
+                             f"max_factor={self.max_factor!r}")
+
+    @property
+    def is_auto_echo(self) -> bool:
+        return self.max_factor is not None
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.placement == EchoPoint.NONE
+
+    def record(self) -> dict:
+        return {**dataclasses.asdict(self), "placement": self.placement.value}
+
+    @classmethod
+    def from_record(cls, record: dict) -> "DemoRun":
+        """The run of a results record; a missing field raises naming it."""
+        names = [field.name for field in dataclasses.fields(cls)]
+        missing = [name for name in names if name not in record and name != "step_times"]
+        if missing:
+            raise KeyError(f"{missing[0]}: missing from the main job's run record (fields: {sorted(record)})")
+        return cls(**{name: record[name] for name in names if name in record})
+
+
+def runs_of(document: dict) -> list[DemoRun]:
+    """The runs of a main-job results document, in the order they ran."""
+    return [DemoRun.from_record(record) for record in document["results"]["runs"]]
 
 
 def train(config: DemoConfig, training: Training, *, quick: bool, cache_dir=None, log=print) -> dict:
@@ -159,27 +230,29 @@ def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -
     held = next((d for d in controller.decisions if d.phase == "hold"), None)
     log(f"  {held}" if held else "  AutoEcho did not settle")
 
-    trainings = [Training("baseline", "none", 1.0, 0),
+    trainings = [Training("baseline", EchoPoint.NONE, 1.0, 0),
                  Training("AutoEcho", task.default_point, config.max_factor, shuffle, auto_timeline["factors"])]
     if config.fixed_factor is not None:
         trainings.append(Training(f"e={config.fixed_factor:g}", task.default_point, config.fixed_factor, shuffle))
-    runs = {}
+    runs = []
     for training in trainings:
         log(f"Training {training.name} to accuracy {config.target:g}")
         trained = train(config, training, quick=quick, cache_dir=cache_dir, log=log)
-        record = {"placement": training.placement, "factor": training.factor, "echo_shuffle": training.echo_shuffle,
-                  **trained, "seconds": None}
+        auto = training.schedule is not None
+        seconds = step_times = None
         if trained["reached"]:
-            timeline = auto_timeline if training.schedule is not None else None
+            timeline = auto_timeline if auto else None
             if timeline is None:
                 log(f"Replaying {training.name} for its {trained['steps']} steps")
                 run_config = task.pipeline_config(training.placement, training.factor, training.echo_shuffle,
                                                   config.seed, read_rate=pipeline["read_rate"], **options)
                 timeline = replay.replay(task, run_config, steps=trained["steps"], step_seconds=config.step_seconds)
             if trained["steps"] <= len(timeline["seconds"]):
-                record["seconds"] = timeline["seconds"][trained["steps"] - 1]
-                record["step_times"] = timeline["seconds"]
-        runs[training.name] = record
+                seconds, step_times = timeline["seconds"][trained["steps"] - 1], timeline["seconds"]
+        run = DemoRun(training.name, training.placement, None if auto else training.factor,
+                      training.factor if auto else None, training.echo_shuffle, trained["reached"], trained["steps"],
+                      trained["fresh_examples"], seconds, trained["realised_factor"], trained["curve"], step_times)
+        runs.append(run.record())
     return {"pipeline": pipeline, "auto_echo": {"held_factor": held.factor if held else None,
                                                 "held_from_step": held.step if held else None,
                                                 "decisions": [str(d) for d in controller.decisions]},
@@ -199,20 +272,23 @@ QUICK_TASK = TASKS["resnet"].with_settings(batch_size=16, model={"depth": 8, "wi
 def table(document: dict) -> str:
     """Markdown: each run's steps, fresh examples and modelled time to target, against the baseline."""
     results = document["results"]
-    runs = results["runs"]
-    base = runs["baseline"]
+    runs = runs_of(document)
+    base = next(run for run in runs if run.is_baseline)
+    held = results["auto_echo"]["held_factor"]
     lines = ["| run | e | steps to target | fresh examples | fresh vs baseline | time to target (s, modelled host) | speedup |",
              "|---|---|---:|---:|---:|---:|---:|"]
-    for name, record in runs.items():
-        factor = f"chosen: {results['auto_echo']['held_factor']:.1f}" if name == "AutoEcho" and results["auto_echo"]["held_factor"] \
-            else f"{record['factor']:g}"
-        if not record["reached"]:
-            lines.append(f"| {name} | {factor} | not reached | - | - | - | - |")
+    for run in runs:
+        if run.is_auto_echo:
+            factor = f"chosen: {held:.1f}" if held else f"auto (<= {run.max_factor:g})"
+        else:
+            factor = f"{run.factor:g}"
+        if not run.reached:
+            lines.append(f"| {run.name} | {factor} | not reached | - | - | - | - |")
             continue
-        fresh = f"{record['fresh_examples'] / base['fresh_examples']:.2f}" if base["reached"] else "-"
-        seconds = "-" if record["seconds"] is None else f"{record['seconds']:.1f}"
-        speedup = f"{base['seconds'] / record['seconds']:.2f}x" if base.get("seconds") and record.get("seconds") else "-"
-        lines.append(f"| {name} | {factor} | {record['steps']:,} | {record['fresh_examples']:,.0f} | {fresh} | {seconds} | {speedup} |")
+        fresh = f"{run.fresh_examples / base.fresh_examples:.2f}" if base.reached else "-"
+        seconds = "-" if run.seconds is None else f"{run.seconds:.1f}"
+        speedup = f"{base.seconds / run.seconds:.2f}x" if base.seconds and run.seconds else "-"
+        lines.append(f"| {run.name} | {factor} | {run.steps:,} | {run.fresh_examples:,.0f} | {fresh} | {seconds} | {speedup} |")
     pipeline = results["pipeline"]
     lines.append("")
     lines.append(f"Read throttled for R={pipeline['ratio']:g} (measured {pipeline['measured_ratio']:.2f}) against a "
@@ -231,29 +307,31 @@ def verdict(document: dict) -> str:
     and is precise; the second comes from one seed's training and moves by tens of percent
     between runs of one configuration, so the verdict gives both.
 
-    >>> runs = {"baseline": {"seconds": 60.0, "steps": 300}, "AutoEcho": {"seconds": 21.0, "steps": 210},
-    ...         "e=4": {"seconds": 20.0, "steps": 200}}
+    >>> def run(name, placement, factor, max_factor, seconds, steps):
+    ...     return DemoRun(name, placement, factor, max_factor, 0, True, steps, 0.0, seconds, 1.0, []).record()
+    >>> runs = [run("baseline", "none", 1.0, None, 60.0, 300), run("AutoEcho", "before_augment", None, 8.0, 21.0, 210),
+    ...         run("e=4", "before_augment", 4.0, None, 20.0, 200)]
     >>> print(verdict({"results": {"runs": runs}}))
     AutoEcho took 1.05x the fixed e=4 time to target and 0.35x the baseline time: its steps took 1.00x as long as e=4's (the replays) and it needed 1.05x as many (training, one seed).
     """
-    runs = document["results"]["runs"]
-    auto = runs.get("AutoEcho", {}).get("seconds")
-    if not auto:
+    runs = runs_of(document)
+    auto = next((run for run in runs if run.is_auto_echo), None)
+    if auto is None or not auto.seconds:
         return "AutoEcho did not reach the target within its replay."
-    fixed = [name for name in runs if name.startswith("e=") and runs[name].get("seconds")]
-    parts = [f"{auto / runs[name]['seconds']:.2f}x the fixed {name} time" for name in fixed]
-    if runs.get("baseline", {}).get("seconds"):
-        parts.append(f"{auto / runs['baseline']['seconds']:.2f}x the baseline time")
+    fixed = [run for run in runs if not run.is_auto_echo and not run.is_baseline and run.seconds]
+    parts = [f"{auto.seconds / run.seconds:.2f}x the fixed e={run.factor:g} time" for run in fixed]
+    base = next((run for run in runs if run.is_baseline and run.seconds), None)
+    if base is not None:
+        parts.append(f"{auto.seconds / base.seconds:.2f}x the baseline time")
     if not parts:
         return "AutoEcho reached the target; no other run did within the budget, so there is nothing to compare."
     sentence = f"AutoEcho took {parts[0]} to target" + "".join(f" and {p}" for p in parts[1:])
     if not fixed:
         return sentence + "."
-    name = fixed[0]
-    steps = runs["AutoEcho"]["steps"] / runs[name]["steps"]
-    per_step = auto / runs[name]["seconds"] / steps
-    return (f"{sentence}: its steps took {per_step:.2f}x as long as {name}'s (the replays) and it needed "
-            f"{steps:.2f}x as many (training, one seed).")
+    steps = auto.steps / fixed[0].steps
+    per_step = auto.seconds / fixed[0].seconds / steps
+    return (f"{sentence}: its steps took {per_step:.2f}x as long as e={fixed[0].factor:g}'s (the replays) and it "
+            f"needed {steps:.2f}x as many (training, one seed).")
 
 
 def plot(document: dict, path) -> None:
@@ -264,12 +342,11 @@ def plot(document: dict, path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(5, 3.5))
-    for name, record in document["results"]["runs"].items():
-        times = record.get("step_times")
-        if not times:
+    for run in runs_of(document):
+        if not run.step_times:
             continue
-        points = [(times[p["step"] - 1], p["metric"]) for p in record["curve"] if p["step"] <= len(times)]
-        axes.plot(*zip(*points), "-", label=name)
+        points = [(run.step_times[p["step"] - 1], p["metric"]) for p in run.curve if p["step"] <= len(run.step_times)]
+        axes.plot(*zip(*points), "-", label=run.name)
     target = document["settings"]["target"]
     axes.axhline(target, color="k", linestyle=":", label=f"target {target:g}")
     axes.set(xlabel="seconds on the modelled host", ylabel="validation accuracy",

@@ -13,6 +13,10 @@ Each older form is read here, once, and nowhere else:
   the controller simulation's scenarios and references by labels (``"R=4 jitter 35% seed
   0"``, ``"best fixed e=5"``); schema 3 gives ``ratio``, ``ratio_after``, ``seed``,
   ``reference_factor`` and ``reference_is_best``.
+* Schema 3 kept the main job's runs (``demo``) in a dict keyed by name (``"baseline"``,
+  ``"AutoEcho"``, ``"e=4"``), AutoEcho's largest factor as its ``factor``; schema 4
+  keeps a list of records, each with its ``name``, ``factor`` (``None`` for AutoEcho)
+  and ``max_factor`` (``benchmarks.demo.DemoRun``).
 
 Every other part of a document is kept as it is.
 
@@ -25,7 +29,7 @@ Example:
 >>> migrate(old)["results"]["rates"]
 [{'of': {'task': 'resnet', 'ratio': 4.0}, 'value': {'read_rate': 1.0}}]
 >>> migrate(old)["schema_version"]
-3
+4
 >>> migrate({"schema_version": 2, "benchmark": "throughput", "results": {"echo_stage": {
 ...     "rows": [{"name": "echo e=1 with stats", "median": 5.0}], "paired_ratios": {}}}})["results"]["echo_stage"]
 {'rows': [{'name': 'echo', 'factor': 1.0, 'stats': True, 'median': 5.0}], 'paired_ratios': []}
@@ -134,7 +138,19 @@ def _from_2(document: dict) -> dict:
     return {**document, "schema_version": 3, "results": results}
 
 
-_STEPS = {1: _from_1, 2: _from_2}
+def _from_3(document: dict) -> dict:
+    results = dict(document["results"])
+    if document.get("benchmark") in ("demo", "demo_quick") and isinstance(results.get("runs"), dict):
+        runs = []
+        for name, record in results["runs"].items():
+            auto = name == "AutoEcho"  # Schema 3 told AutoEcho's run by its name alone.
+            runs.append({"name": name, **record, "factor": None if auto else record["factor"],
+                         "max_factor": record["factor"] if auto else None})
+        results["runs"] = runs
+    return {**document, "schema_version": 4, "results": results}
+
+
+_STEPS = {1: _from_1, 2: _from_2, 3: _from_3}
 
 
 def migrate(document: dict) -> dict:

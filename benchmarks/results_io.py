@@ -15,9 +15,10 @@ from typing import Any, Callable, Hashable, Optional
 # The form of a results document. 2: measurements shared by records are lists of
 # ``{"of": {fields}, "value": ...}``, found by their fields (1 keyed them by strings such as
 # "resnet/R=4"). 3: settings are fields, never labels (an AutoEcho run's max_factor, a
-# throughput configuration's name and factor). ``python -m benchmarks.migrate_results``
-# rewrites an older file.
-SCHEMA_VERSION = 3
+# throughput configuration's name and factor). 4: the main job's runs are a list of
+# records with their fields (3 keyed them by name, "AutoEcho" giving its max_factor as
+# factor). ``python -m benchmarks.migrate_results`` rewrites an older file.
+SCHEMA_VERSION = 4
 
 # The committed results, regenerated only by the commands the README names for them
 # (each passes ``--output-dir benchmarks/results``).

@@ -22,13 +22,22 @@ def document(tmp_path_factory):
 
 def test_every_run_reaches_the_tiny_target_and_is_timed(document):
     document, *_ = document
-    runs = document["results"]["runs"]
-    assert list(runs) == ["baseline", "AutoEcho", "e=2"]
-    for record in runs.values():
-        assert record["reached"] and record["steps"] == 2  # Two evaluations in a row; the first counts.
-        assert record["seconds"] >= 2 * 0.01
-    assert runs["e=2"]["fresh_examples"] == runs["baseline"]["fresh_examples"] / 2
+    baseline, auto, fixed = demo.runs_of(document)
+    assert (baseline.is_baseline, auto.is_auto_echo, auto.max_factor, fixed.factor) == (True, True, 8.0, 2.0)
+    for run in (baseline, auto, fixed):
+        assert run.reached and run.steps == 2  # Two evaluations in a row; the first counts.
+        assert run.seconds >= 2 * 0.01
+    assert fixed.fresh_examples == baseline.fresh_examples / 2
     assert document["results"]["auto_echo"]["decisions"]
+
+
+def test_a_run_record_with_a_field_missing_or_both_factors_is_refused(document):
+    document, *_ = document
+    record = document["results"]["runs"][2]
+    with pytest.raises(KeyError, match="fresh_examples: missing"):
+        demo.DemoRun.from_record({k: v for k, v in record.items() if k != "fresh_examples"})
+    with pytest.raises(ValueError, match="factor, max_factor: .* not both"):
+        demo.DemoRun.from_record({**record, "max_factor": 8.0})
 
 
 def test_table_and_plot(document):
@@ -64,11 +73,15 @@ def test_a_fixed_factor_and_none_together_are_refused(capsys):
     assert "--no-fixed-factor" in capsys.readouterr().err
 
 
+def _run(name, placement, factor, max_factor, seconds, steps):
+    return demo.DemoRun(name, placement, factor, max_factor, 0, seconds is not None, steps, 0.0, seconds, 1.0, []).record()
+
+
 def test_the_verdict_says_what_it_can_compare():
-    auto = {"seconds": 10.0, "steps": 100}
-    alone = {"results": {"runs": {"AutoEcho": auto, "baseline": {"seconds": None}}}}
+    auto = _run("AutoEcho", "before_augment", None, 8.0, 10.0, 100)
+    alone = {"results": {"runs": [_run("baseline", "none", 1.0, None, None, None), auto]}}
     assert "nothing to compare" in demo.verdict(alone)
-    without_fixed = {"results": {"runs": {"AutoEcho": auto, "baseline": {"seconds": 40.0, "steps": 80}}}}
+    without_fixed = {"results": {"runs": [_run("baseline", "none", 1.0, None, 40.0, 80), auto]}}
     assert demo.verdict(without_fixed) == "AutoEcho took 0.25x the baseline time to target."
-    missed = {"results": {"runs": {"AutoEcho": {"seconds": None}}}}
+    missed = {"results": {"runs": [_run("AutoEcho", "before_augment", None, 8.0, None, None)]}}
     assert demo.verdict(missed) == "AutoEcho did not reach the target within its replay."
