@@ -98,6 +98,7 @@ def test_the_table_has_a_row_per_scenario_and_says_whether_it_met_its_target(res
     (lambda: Scenario(ratio=0.0), ValueError, r"ratio: expected a finite number > 0, got 0.0"),
     (lambda: Scenario(steps=2.5), TypeError, r"steps: expected an int >= 1, got float: 2.5"),
     (lambda: Scenario(burst_batches=0), ValueError, r"burst_batches: expected an int >= 1, got 0"),
+    (lambda: Scenario(lump_batches=0), ValueError, r"lump_batches: expected an int >= 1 or None, got 0"),
     (lambda: Scenario(jitter=-0.1), ValueError, r"jitter: expected a finite number in \[0, 10\), got -0.1"),
     (lambda: simulate(Scenario(), factor=0.5), ValueError, r"factor: expected a finite number >= 1, got 0.5"),
     (lambda: simulate(Scenario(ratio=lambda step: -1.0)), ValueError, r"ratio: expected a finite number > 0, got -1.0"),
