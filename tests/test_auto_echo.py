@@ -135,7 +135,10 @@ def test_fit_logs_history_decisions_tensorboard_and_sentences(tmp_path, capsys):
     assert len(history.history["echo_factor"]) == len(history.history["steps_per_second"]) == 2
     assert history.history["echo_factor"][-1] == float(factor.numpy()) == auto.decisions[-1].factor
     assert all(rate > 0 for rate in history.history["steps_per_second"])
-    assert history.history["fresh_examples"][-1] == int(stats.fresh.numpy()) > 0
+    # Logged at the last epoch's end; the pipeline keeps prefetching until fit returns, so the
+    # count read afterwards may be a micro-batch or a few further on (6080 against 6016 once).
+    logged, final = history.history["fresh_examples"][-1], int(stats.fresh.numpy())
+    assert 0 < logged <= final <= logged + 10 * CONFIG.batch_size, (logged, final)
     phases = [d.phase for d in auto.decisions]
     assert phases[:2] == ["probe", "baseline"] and "verify" in phases and "hold" in phases, phases
     assert all(d.reason and d.step > 0 for d in auto.decisions)
