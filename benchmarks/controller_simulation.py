@@ -24,8 +24,8 @@ same scenario. It runs twice, once per :class:`Signal`: with the step timestamps
 * ``lump``: R = 2, 4 and 6 with fresh input in lumps of 1 to 9 fresh batches, each read
   whole before any of it is handed over (a long document packed into many rows, as the
   text pipeline's), seeds 0-4. Time against the best fixed factor and against no echo;
-  reported, with no target. With the fresh count the controller finds the input lumpy
-  and stops descending in the stretches where it keeps up.
+  reported, with no target. While a lump lasts the input keeps up at any factor, so a
+  check there descends, and the stall after it makes steps wait.
 
 Run ``python -m benchmarks.controller_simulation`` (seconds). It writes
 ``controller_simulation.json`` and ``controller_simulation.png`` (the factor and R against

@@ -54,8 +54,9 @@ class DemoConfig:
         0.80; 0.4 keeps the job short: at 0.5 the three runs trained some 50 steps more
         each).
       num_train_examples: the embedded training split. 50,000 is more than any run reads
-        here (the baseline's 200 steps read 25,600) and takes half the 100,000's time to
-        generate on a fresh machine (22 s against 34 s, the first line of the job's log).
+        here (the baseline's 200 steps read 25,600) and takes less time to generate on a
+        fresh machine than the 100,000 (24 s against 34 s: ``data_seconds`` in
+        benchmarks/results/demo.json, and in ``git show 7c1d1d0:benchmarks/results/demo.json``).
       step_seconds: the modelled accelerator's step. 20 ms keeps this pipeline's own CPU
         work well below the step (its share is measured and printed).
       seed: seeds data, augmentation, echo and weights.
@@ -79,9 +80,9 @@ class DemoConfig:
         shorter; e=4 still swings (0.41, 0.25, 0.55 at 225-275; benchmarks/results/demo.json).
       model_width: the ResNet-8's width (the time-to-target runs' is 16). Training is
         most of the job, and steps to the target, not this CPU's time per step, are what
-        it needs from training: at width 8 a step took 0.15 s against 0.26 s, and the job
-        4.6 minutes against 7.1 (the baseline's steps to 0.5 went from 300 to 325;
-        timed from the job's log, alone).
+        it needs from training: at width 8 a step took 0.15 s against 0.26 s, and the
+        three runs' training 167 s against 262 s (the baseline's steps to 0.5 went from 300
+        to 325; the training loop's own clock in the job's log, alone on the machine).
     """
 
     ratio: float = 4.0

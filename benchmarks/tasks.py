@@ -301,11 +301,10 @@ def fill_unthrottled(config):
 def release_in_background(holder: list) -> threading.Thread:
     """Empties ``holder``, a list holding the only reference to a tf.data iterator, in a daemon thread.
 
-    Deleting a training iterator waited 6.7 s with the CPU idle (0.03 s of CPU time) after
-    26 ResNet steps and two evaluations, and 7-9 s after every run of the main job (timed
-    around ``del`` in :func:`benchmarks.training.train_to_target`, ``python -m
-    benchmarks.demo``): in a thread the job goes on meanwhile, and as the wait uses no
-    CPU it slows no measurement that follows.
+    Deleting the main job's training iterator after 26 ResNet steps and an evaluation
+    waited 6.7 to 8.5 s in three of five trials timed by hand around ``del`` (0.02 s in
+    the other two), with the CPU idle (0.03 s of CPU time in 6.7 s): in a thread the job
+    goes on meanwhile, and as the wait uses no CPU it slows no measurement that follows.
 
     >>> holder = [iter(range(3))]
     >>> release_in_background(holder).join(); holder

@@ -126,7 +126,7 @@ def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int
     # The input iterator goes before the model: left to the frame, which frees the model
     # first, its deletion blocked for 9 s after 50 ResNet steps and up to 32 s after 275
     # (timed around `del` on each, from `python -m benchmarks.demo`'s log). Even first it
-    # waits some 7 s, idle: a thread does the waiting.
+    # may wait 7-8 s, idle (release_in_background says how often): a thread does the waiting.
     del pending
     release_in_background(source)
     point = crossing(curve, task)
