@@ -104,7 +104,7 @@ class ScenarioResult:
       decisions: how many decisions the controller took.
       settle_steps: steps after a change of R until the factor settled near it (``STEP``).
       held_moves: times the held factor moved by more than 25% (``JITTER``, ``BURST``, ``LUMP``).
-      over_no_echo: the controller's time over no echo's (``LUMP``).
+      over_no_echo: the controller's time over no echo's (``BURST``, ``LUMP``).
       targets: the bounds this scenario is held to.
     """
 
@@ -255,18 +255,20 @@ def wander(signal: Signal) -> ScenarioResult:
 
 def burst(signal: Signal, ratio: float, seed: int) -> ScenarioResult:
     scenario = Scenario(ratio=ratio, steps=STEPS, burst_batches=BURST_BATCHES, seed=seed)
-    run = controlled(scenario, signal)
-    factor, reference = best_fixed(scenario)
-    return ScenarioResult(signal, Kind.BURST, ratio, run.seconds, factor, True, reference, run.echoed_share,
-                          len(run.decisions), seed=seed, held_moves=held_moves(run))
+    return _uneven(signal, Kind.BURST, scenario)
 
 
 def lump(signal: Signal, ratio: float, seed: int) -> ScenarioResult:
     scenario = Scenario(ratio=ratio, steps=STEPS, lump_batches=LUMP_BATCHES, seed=seed)
+    return _uneven(signal, Kind.LUMP, scenario)
+
+
+def _uneven(signal: Signal, kind: Kind, scenario: Scenario) -> ScenarioResult:
+    """A scenario of uneven input (bursts, lumps) against the best fixed factor and no echo; no target."""
     run = controlled(scenario, signal)
     factor, reference = best_fixed(scenario)
-    return ScenarioResult(signal, Kind.LUMP, ratio, run.seconds, factor, True, reference, run.echoed_share,
-                          len(run.decisions), seed=seed, held_moves=held_moves(run),
+    return ScenarioResult(signal, kind, scenario.ratio, run.seconds, factor, True, reference, run.echoed_share,
+                          len(run.decisions), seed=scenario.seed, held_moves=held_moves(run),
                           over_no_echo=run.seconds / simulate(scenario, factor=1.0).seconds)
 
 
