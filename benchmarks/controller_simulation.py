@@ -26,6 +26,15 @@ same scenario. It runs twice, once per :class:`Signal`: with the step timestamps
   text pipeline's), seeds 0-4. Time against the best fixed factor and against no echo;
   reported, with no target. While a lump lasts the input keeps up at any factor, so a
   check there descends, and the stall after it makes steps wait.
+* ``documents``: R = 2 and 4 with fresh input in lumps shaped like the embedded text's
+  documents (log-normal, mean 4 batches, sigma 1.2: median 1.9, a few over 25) read into
+  a shuffle buffer of 256 of them, as ``pipelines/text.py`` reads them, seeds 0-4, 5000
+  steps (longer than a Transformer run's budget). Here more echo is always faster, so time alone
+  would send every controller to ``max_factor``; the figure is the time to the same
+  training progress instead, a step at factor ``e`` making ``1 / (1 + 0.19 (e - 1))`` of
+  a fresh step's (``progress_per_step``), against the best fixed factor's (target: within 10%),
+  and against the same law with its long windows for lumpy input turned off
+  (``lumpy_window=0``).
 
 Run ``python -m benchmarks.controller_simulation`` (seconds). It writes
 ``controller_simulation.json`` and ``controller_simulation.png`` (the factor and R against
@@ -57,6 +66,17 @@ BURST_BATCHES = 3
 LUMP_BATCHES = 5
 JITTER = 0.35
 WANDER_MEAN, WANDER_AMPLITUDE, WANDER_PERIOD = 2.0, 0.6, 400
+# The documents scenario. The embedded text's documents are 1.9 batches of 32 rows at the
+# median and 4.0 in the mean, log-normal with sigma 1.2 (document_shape(), recorded in the
+# results' settings), shuffled 256 at a time (pipelines/text.py).
+DOCUMENT_BATCHES, DOCUMENT_SIGMA, DOCUMENT_BUFFER = 4, 1.2, 256
+DOCUMENT_STEPS = 5000
+# Progress per step at factor e, as a share of a fresh step's: 1 / (1 + PROGRESS_SLOPE (e - 1))
+# gives the Transformer's steps to target at e = 1, 2, 4 (1,750, 2,050 and 2,700 in sample
+# mode: 1,750, 2,083 and 2,748) and more than its budget of 4,000 at e = 8 (4,077), where no
+# sample run reached the target (docs/results/time_to_target.md). PROGRESS_STEPS is the first.
+PROGRESS_SLOPE = 0.19
+PROGRESS_STEPS = 1750
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +103,7 @@ class Kind(str, enum.Enum):
     WANDER = "wander"
     BURST = "burst"
     LUMP = "lump"
+    DOCUMENTS = "documents"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +125,11 @@ class ScenarioResult:
       decisions: how many decisions the controller took.
       settle_steps: steps after a change of R until the factor settled near it (``STEP``).
       held_moves: times the held factor moved by more than 25% (``JITTER``, ``BURST``, ``LUMP``).
-      over_no_echo: the controller's time over no echo's (``BURST``, ``LUMP``).
+      over_no_echo: the controller's time over no echo's (``BURST``, ``LUMP``, ``DOCUMENTS``).
+      over_short_windows: the controller's time over the same law's with its long windows
+        for lumpy input turned off (``DOCUMENTS``).
+      fresh_over_short_windows: the fresh batches it read over what that law read
+        (``DOCUMENTS``).
       targets: the bounds this scenario is held to.
     """
 
@@ -122,6 +147,8 @@ class ScenarioResult:
     settle_steps: Optional[float] = None
     held_moves: Optional[int] = None
     over_no_echo: Optional[float] = None
+    over_short_windows: Optional[float] = None
+    fresh_over_short_windows: Optional[float] = None
     targets: tuple = ()
 
     def __post_init__(self):
@@ -140,7 +167,7 @@ class ScenarioResult:
         if self.kind == Kind.WANDER:
             return f"R={self.ratio:g}±{WANDER_AMPLITUDE:g} over {WANDER_PERIOD} steps"
         extra = {Kind.JITTER: f" jitter {JITTER:.0%}", Kind.BURST: f" bursts of 1-{2 * BURST_BATCHES - 1}",
-                 Kind.LUMP: f" lumps of 1-{2 * LUMP_BATCHES - 1}"}
+                 Kind.LUMP: f" lumps of 1-{2 * LUMP_BATCHES - 1}", Kind.DOCUMENTS: " documents"}
         seed = "" if self.seed is None else f" seed {self.seed}"
         return f"R={self.ratio:g}{extra.get(self.kind, '')}{seed}"
 
@@ -169,12 +196,12 @@ class ScenarioResult:
                       "targets": tuple(Target(**t) for t in record["targets"])})
 
 
-def controlled(scenario: Scenario, signal: Signal) -> Run:
-    """The shipped controller on ``scenario``, given ``signal``."""
+def controlled(scenario: Scenario, signal: Signal, **settings) -> Run:
+    """The shipped controller on ``scenario``, given ``signal`` (``settings`` change its defaults)."""
     if signal == Signal.FRESH_COUNT:
-        controller = echoing.EchoController(max_factor=MAX_FACTOR, elements_per_step=ELEMENTS_PER_STEP)
+        controller = echoing.EchoController(max_factor=MAX_FACTOR, elements_per_step=ELEMENTS_PER_STEP, **settings)
         return simulate(scenario, controller=controller, count_fresh=True)
-    return simulate(scenario, controller=echoing.EchoController(max_factor=MAX_FACTOR))
+    return simulate(scenario, controller=echoing.EchoController(max_factor=MAX_FACTOR, **settings))
 
 
 def best_fixed(scenario: Scenario) -> tuple[float, float]:
@@ -272,6 +299,52 @@ def _uneven(signal: Signal, kind: Kind, scenario: Scenario) -> ScenarioResult:
                           over_no_echo=run.seconds / simulate(scenario, factor=1.0).seconds)
 
 
+def documents(signal: Signal, ratio: float, seed: int) -> ScenarioResult:
+    scenario = Scenario(ratio=ratio, steps=DOCUMENT_STEPS, lump_batches=DOCUMENT_BATCHES, lump_sigma=DOCUMENT_SIGMA,
+                        lump_buffer=DOCUMENT_BUFFER, seed=seed)
+    run = controlled(scenario, signal)
+    short = controlled(scenario, signal, lumpy_window=0)
+    fixed = {factor: time_to_progress(simulate(scenario, factor=factor)) for factor in FIXED_FACTORS}
+    best = min(fixed, key=lambda factor: (fixed[factor], factor))
+    seconds = time_to_progress(run)
+    return ScenarioResult(signal, Kind.DOCUMENTS, ratio, seconds, best, True, fixed[best], run.echoed_share,
+                          len(run.decisions), seed=seed, over_no_echo=seconds / fixed[1.0],
+                          over_short_windows=seconds / time_to_progress(short),
+                          fresh_over_short_windows=run.fresh_batches / short.fresh_batches,
+                          targets=(Target("time_ratio", 1.10),) if signal == Signal.FRESH_COUNT else ())
+
+
+def document_shape(rows_per_batch: int = 32, row_bytes: int = 128) -> dict:
+    """The embedded text's training documents in batches of rows: what ``DOCUMENT_*`` model.
+
+    A document of ``b`` bytes packs into ``b / row_bytes`` rows of the Transformer's 128
+    tokens (one byte each), and ``rows_per_batch`` rows make a batch (its batch size).
+    ``sigma`` is the log-normal's that has the same median and mean.
+    """
+    from pipelines.stdlib_text import source_files
+
+    batches = sorted(path.stat().st_size / (row_bytes * rows_per_batch) for path in source_files("train"))
+    median, mean = statistics.median(batches), statistics.fmean(batches)
+    return {"documents": len(batches), "median": median, "mean": mean,
+            "p99": batches[min(len(batches) - 1, int(0.99 * len(batches)))], "max": batches[-1],
+            "sigma": math.sqrt(2 * math.log(mean / median)) if mean > median else 0.0}
+
+
+def progress_per_step(factor: float) -> float:
+    """A step's training progress at echo ``factor``, as a share of a fresh step's (see ``PROGRESS_SLOPE``)."""
+    return 1 / (1 + PROGRESS_SLOPE * (factor - 1))
+
+
+def time_to_progress(run: Run) -> float:
+    """Seconds until the steps made ``PROGRESS_STEPS`` fresh steps' progress (``inf`` if they never did)."""
+    progress = 0.0
+    for end, factor in zip(run.step_ends, run.batch_factors):
+        progress += progress_per_step(factor)
+        if progress >= PROGRESS_STEPS:
+            return end
+    return math.inf
+
+
 def wandering_ratio(step: int) -> float:
     return WANDER_MEAN + WANDER_AMPLITUDE * math.sin(2 * math.pi * step / WANDER_PERIOD)
 
@@ -290,20 +363,23 @@ def run_all(signals=tuple(Signal)) -> list[ScenarioResult]:
         results.append(wander(signal))
         results += [burst(signal, ratio, seed) for ratio in (2.0, 4.0, 6.0) for seed in JITTER_SEEDS]
         results += [lump(signal, ratio, seed) for ratio in (2.0, 4.0, 6.0) for seed in JITTER_SEEDS]
+        results += [documents(signal, ratio, seed) for ratio in (2.0, 4.0) for seed in JITTER_SEEDS]
     return results
 
 
 def table(results: list[ScenarioResult]) -> str:
     """A Markdown table of the results."""
-    lines = ["| signal | scenario | time / reference | reference | echoed share | settle steps | held moves | target met |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| signal | scenario | time / reference | reference | echoed share | settle steps | held moves | "
+             "time, fresh / short windows | target met |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         settle = "" if r.settle_steps is None else f"{r.settle_steps:g}"
         moves = "" if r.held_moves is None else f"{r.held_moves}"
+        short = "" if r.over_short_windows is None else f"{r.over_short_windows:.2f}, {r.fresh_over_short_windows:.2f}"
         bounds = ", ".join(f"{t.figure} <= {t.bound:g}" for t in r.targets)
         met = f"{'yes' if r.met else 'NO'} ({bounds})" if r.targets else "no target (reported)"
         lines.append(f"| {r.signal.value} | {r.kind.value} {r.label} | {r.time_ratio:.3f} | {r.reference} | {r.echoed_share:.2f} | {settle} | "
-                     f"{moves} | {met} |")
+                     f"{moves} | {short} | {met} |")
     return "\n".join(lines)
 
 
@@ -352,7 +428,10 @@ def main(argv=None) -> None:
     settings = {"steps": STEPS, "max_factor": MAX_FACTOR, "buffer_batches": Scenario().buffer_batches,
                 "controller": dataclasses.asdict(echoing.ControllerSettings(max_factor=MAX_FACTOR)),
                 "fixed_factors": list(FIXED_FACTORS), "change_steps": list(CHANGE_STEPS),
-                "burst_batches": BURST_BATCHES, "lump_batches": LUMP_BATCHES}
+                "burst_batches": BURST_BATCHES, "lump_batches": LUMP_BATCHES,
+                "documents": {"batches": DOCUMENT_BATCHES, "sigma": DOCUMENT_SIGMA, "buffer": DOCUMENT_BUFFER,
+                              "steps": DOCUMENT_STEPS, "progress_slope": PROGRESS_SLOPE,
+                              "progress_steps": PROGRESS_STEPS, "measured": document_shape()}}
     records = [r.record() for r in results]
     path = results_io.write_results("controller_simulation", settings, {"scenarios": records}, args.output_dir)
     print(f"results: {path}")

@@ -14,7 +14,11 @@ The model is the one the echo controller is designed against (:mod:`echoing.cont
   ``1 .. 2 * lump_batches - 1``, is read whole, in ``k`` batches' time, before any of it
   is handed over, and then lasts ``k * e`` steps with no read at all. The mean rate is
   still ``u``, but while a lump lasts the input keeps up at any factor, and while the
-  next one is read no factor can: lumpy input, as the text pipeline's;
+  next one is read no factor can: lumpy input, as the text pipeline's; with
+  ``lump_sigma`` above 0 the sizes are log-normal instead, of mean ``lump_batches``: a
+  few lumps are many times the mean (whole files of very different lengths: the
+  embedded text's documents are 1.9 batches of 32 rows at the median, 4.0 in the
+  mean and 26 at the 99th percentile, which is log-normal with sigma 1.2);
 * a **buffer** of ``buffer_batches`` batches between them (the prefetch and whatever the
   pipeline holds after the echo stage); the producer waits while it is full;
 * a **consumer** (the training step) takes one batch per step and ``1 / s`` seconds per
@@ -86,6 +90,13 @@ class Scenario:
       burst_batches: the mean number of batches made at once (1: one at a time).
       lump_batches: the mean size of the upstream's lumps of fresh input, in fresh
         batches (``None``: no lumps, fresh input comes evenly).
+      lump_sigma: 0 for lump sizes uniform in ``1 .. 2 * lump_batches - 1``; above 0,
+        log-normal of mean ``lump_batches`` with this sigma (heavy-tailed).
+      lump_buffer: 0 hands over each lump as it is read; above 0, lumps are read into a
+        shuffle buffer of this many (full at the start) and a random one of them is handed
+        over each time one is read, as a document shuffle does: the wait is the lump
+        read's, the flood another lump's, so a long wait can hand over little and a short
+        one a lot.
       start_full: whether the buffer is full when training starts (after a warm-up, or
         tracing the step, it is).
       seed: seeds the jitter and the stalls.
@@ -100,6 +111,8 @@ class Scenario:
     stall_batches: float = 10.0
     burst_batches: int = 1
     lump_batches: Optional[int] = None
+    lump_sigma: float = 0.0
+    lump_buffer: int = 0
     start_full: bool = True
     seed: int = 0
 
@@ -111,6 +124,12 @@ class Scenario:
         check_int("buffer_batches", self.buffer_batches, low=1)
         check_int("burst_batches", self.burst_batches, low=1)
         check_int("lump_batches", self.lump_batches, low=1, none_ok=True)
+        check_number("lump_sigma", self.lump_sigma, low=0, high=5)
+        check_int("lump_buffer", self.lump_buffer, low=0)
+        if self.lump_buffer and self.lump_batches is None:
+            raise ValueError(f"lump_buffer: needs lump_batches, got lump_buffer={self.lump_buffer!r} with lump_batches=None")
+        if self.lump_sigma and self.lump_batches is None:
+            raise ValueError(f"lump_sigma: needs lump_batches, got lump_sigma={self.lump_sigma!r} with lump_batches=None")
         check_number("jitter", self.jitter, low=0, high=10, high_open=True)  # A coefficient of variation.
         check_number("stall_probability", self.stall_probability, low=0, high=1, high_open=True)
         check_number("stall_batches", self.stall_batches, low=0, low_open=True)
@@ -172,9 +191,18 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
     check_number("factor", factor, low=1)
     rng = random.Random(scenario.seed)
     sigma = math.sqrt(math.log1p(scenario.jitter ** 2))
+    lump_sigma2 = scenario.lump_sigma ** 2
 
     burst_left = 0  # batches of the current burst still to hand over, each at once
-    consumed = lumps_read = 0.0  # fresh batches taken by the echo stage, and read in lumps
+    consumed = lumps_read = 0.0  # fresh batches taken by the echo stage, and handed over in lumps
+
+    def draw_lump() -> float:
+        if scenario.lump_sigma:
+            return rng.lognormvariate(math.log(scenario.lump_batches) - lump_sigma2 / 2, scenario.lump_sigma)
+        return rng.randint(1, 2 * scenario.lump_batches - 1)
+
+    # A shuffle buffer of whole lumps, full at the start (the pipeline's warm-up filled it).
+    held_lumps = [draw_lump() for _ in range(scenario.lump_buffer)] if scenario.lump_batches else []
 
     def production_seconds(step: int, e: float) -> float:
         nonlocal burst_left, consumed, lumps_read
@@ -187,9 +215,12 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
         if scenario.lump_batches is not None:
             consumed, reads = consumed + size / e, 0.0
             while consumed > lumps_read + 1e-9:  # The next lump is read whole first.
-                lump = rng.randint(1, 2 * scenario.lump_batches - 1)
-                lumps_read += lump
+                lump = draw_lump()
                 reads += lump
+                if held_lumps:  # Read into the shuffle buffer; a random lump of it is handed over.
+                    held_lumps.append(lump)
+                    lump = held_lumps.pop(rng.randrange(len(held_lumps)))
+                lumps_read += lump
         seconds = reads * scenario.step_seconds * scenario.ratio_at(step)  # a read of a batch takes 1 / u = R / s
         if sigma:
             seconds *= math.exp(rng.gauss(-sigma * sigma / 2, sigma))
