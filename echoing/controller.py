@@ -107,34 +107,15 @@ a wait for ``stall_batches`` batches can be at the factor in force (a shuffle bu
 refilling, a slow read) shows at any factor, and raising the factor for it only spends
 fresh data; it is left out of the window and listed in :attr:`EchoController.stalls`.
 
-**Lumpy input.** Some pipelines keep up for long stretches and then stall: a text
-pipeline that reads whole documents into a shuffle buffer hands over a long one's many
-rows at once (a flood), and reading the next long one stalls the steps. A short window
-then measures a lump, not the input: a check finds that the input keeps up at a low
-factor, and soon after the step waits again. Worse, every fresh element taken in a flood
-has to be read again later at the input's own rate (the upstream buffers refill one for
-one), so running at a low factor through a flood costs the same time as anywhere else,
-only later.
-
-* Under the supply law, when an estimate of R exceeds 1.5 times a factor at which the
-  input had just kept up, a second time (one such contradiction is a rise of R right
-  after a check), the controller marks the input lumpy (:attr:`EchoController.lumpy`,
-  said in the decision log) and sets ``headroom`` times the least of its last three
-  estimates (a stall inflates an estimate; a flood gives none). From then on it measures
-  only over windows of ``supply_lumpy_window_steps`` (200) steps, which hold many lumps,
-  leaving out single stalls that no factor up to ``max_factor`` would have covered
-  (``stall_batches``, as in ``HOLD``). A window in which the steps waited raises the
-  factor by the linear law, at most 1.25x at once; two windows in a row without a wait
-  lower it by 1.2. There are no checks: the factor moves by at most 1.2 down every 400
-  steps. On the simulated documents of ``python -m benchmarks.controller_simulation``
-  (the ``documents`` rows of ``benchmarks/results/controller_simulation.json``) this
-  reads ~30% fewer fresh batches and spends less time than the short windows did.
-* Under the timing law, when an estimate of R exceeds, within ``lumpy_window`` steps,
-  1.5 times a factor at which R was just found to be at most that factor, the
-  controller marks the input lumpy and from then on never sets less than ``headroom``
-  times the median of its last ``lumpy_estimates`` estimates of R (the floor). A raise
-  then goes to that floor, not to the latest estimate: one lump's estimate is not R, and
-  a rise of R moves the median once most recent estimates show it.
+**Lumpy input.** Some pipelines keep up for long stretches and then stall (a text
+pipeline refilling its shuffle buffer at each epoch): a check or a baseline then finds no
+drop, and soon after the step waits again. When an estimate of R exceeds, within
+``lumpy_window`` steps, 1.5 times a factor at which R was just found to be at most that
+factor, the controller marks the input lumpy (:attr:`EchoController.lumpy`, said in the
+decision log) and from then on never sets less than ``headroom`` times the median of its
+last ``lumpy_estimates`` estimates of R (the floor). A raise then goes to that floor,
+not to the latest estimate: one lump's estimate is not R, and a rise of R moves the
+median once most recent estimates show it.
 
 **Timestamps that do not time the step.** A loop under asynchronous dispatch (JAX) that
 timestamps when a step is queued, not when it has run, shows steps far shorter than a
@@ -218,16 +199,6 @@ PHASES = tuple(phase.value for phase in Phase)
 # with R near 1 is not taken for lumpy (tests/test_controller.py).
 LUMPY_CONTRADICTION = 1.5
 
-# The supply law on lumpy input (EchoController._on_lumpy_supply_step). A long window
-# slower than the reference by LUMPY_RAISE_SLOWDOWN gives an estimate of R; the factor
-# follows the median of the last LUMPY_ESTIMATES of them; a window without a wait lowers
-# it by LUMPY_DESCENT. Chosen on the documents scenario of `python -m
-# benchmarks.controller_simulation`: raising at any slowdown beyond drift_tolerance sent
-# the factor to max_factor there, on waits that no factor removes (a long document's read).
-LUMPY_RAISE_SLOWDOWN = 0.3
-LUMPY_ESTIMATES = 9
-LUMPY_DESCENT = 1.2
-
 
 @dataclasses.dataclass(frozen=True)
 class ControllerSettings:
@@ -299,9 +270,6 @@ class ControllerSettings:
       supply_check_divisor: a check of the supply law divides the held factor by this
         (> 1). It costs nothing while the buffer lasts, so it can be gentle: 1.4 drains
         about 0.2 batches per step at ``e = 1.1 R``.
-      supply_lumpy_window_steps: once the supply law finds the input lumpy, it measures
-        over windows of this many steps instead (see "Lumpy input" in
-        :mod:`echoing.controller`): long enough to hold many lumps and their stalls.
       verbose: 1 prints each decision as one sentence.
     """
 
@@ -330,7 +298,6 @@ class ControllerSettings:
     supply_window_steps: int = 12
     supply_check_every_steps: Optional[int] = 60
     supply_check_divisor: float = 1.4
-    supply_lumpy_window_steps: int = 200
     verbose: int = 0
 
     def __post_init__(self):
@@ -362,7 +329,6 @@ class ControllerSettings:
         check_int("supply_window_steps", self.supply_window_steps, low=2)
         check_int("supply_check_every_steps", self.supply_check_every_steps, low=1, none_ok=True)
         check_number("supply_check_divisor", self.supply_check_divisor, low=1.0, low_open=True)
-        check_int("supply_lumpy_window_steps", self.supply_lumpy_window_steps, low=2)
         if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
             raise ValueError(f"verbose: expected 0 or 1, got {self.verbose!r}")
 
@@ -494,9 +460,6 @@ class EchoController:
         self._supply_law: Optional[bool] = None  # whether observe gets the fresh count (fixed by the first call)
         self._supply: list[tuple[int, float, int]] = []  # (step, timestamp, fresh) since the last window or restart
         self._check_from_hold = False
-        self._contradictions = 0  # supply law: estimates of R well above a factor at which the input kept up
-        self._supply_estimates: list[tuple[int, float]] = []  # supply law: (step, R) within lumpy_window
-        self._lumpy_estimates: list[float] = []  # supply law on lumpy input: R from the long windows that waited
         self._enter(0)
 
     @property
@@ -850,8 +813,6 @@ class EchoController:
 
     def _on_supply_step(self, step: int) -> Optional[EchoDecision]:
         """PROBE, CHECK and HOLD from the fresh count: ``R = s * elements_per_step / fresh rate``."""
-        if self.lumpy:
-            return self._on_lumpy_supply_step(step)
         settings = self.settings
         first = self._phase_step + settings.supply_settle_steps
         entries = [entry for entry in self._supply if entry[0] >= first]
@@ -904,19 +865,6 @@ class EchoController:
         if not outrun:
             self.ratio = ratio
             self._estimates = (self._estimates + [(step, ratio)])[-3:]
-            self._supply_estimates = [(at, r) for at, r in self._supply_estimates
-                                      if at >= step - settings.lumpy_window] + [(step, ratio)]
-            if self._supply_contradicted(step, ratio):
-                # A stall inflates an estimate and a flood gives none, so the least recent one
-                # is the surest; one too low costs a window of waits, one too high many windows.
-                least = min(r for _, r in self._supply_estimates)
-                self._lumpy_estimates = [least]
-                new = self._factor_for(least)
-                return self._decide(step, new, Phase.HOLD,
-                                    f"{supply}: R = {ratio:.2f} (the least of the {len(self._supply_estimates)} "
-                                    f"estimates since step {self._supply_estimates[0][0]}: {least:.2f}); e = R x "
-                                    f"{settings.headroom:g}, measured from now on over windows of "
-                                    f"{settings.supply_lumpy_window_steps} steps", rates)
             median = statistics.median(r for _, r in self._estimates)
             new = self._factor_for(median)
             if self.phase == Phase.CHECK or abs(new / factor - 1) > settings.drift_tolerance:
@@ -925,7 +873,6 @@ class EchoController:
                                                            f"{settings.headroom:g}", rates)
         elif self.phase == Phase.CHECK:
             self._estimates = []
-            self._fell = (step, factor)
             if factor <= 1:
                 self.ratio = min(self.ratio, 1.0) if math.isfinite(self.ratio) else 1.0
                 return self._decide(step, 1.0, Phase.HOLD, f"{supply}: the input keeps up at e=1; no echoing", rates)
@@ -936,74 +883,6 @@ class EchoController:
             return self._supply_check(step, factor / settings.supply_check_divisor,
                                       f"{supply}; checking a lower factor", rates)
         return None
-
-    def _supply_contradicted(self, step: int, ratio: float) -> bool:
-        """Whether ``ratio`` makes the input lumpy: the second estimate well above a factor it just kept up with.
-
-        One such estimate can be a rise of R (storage got slower) right after a check; a
-        second one, after the input kept up again, is not.
-        """
-        fell = self._fell
-        if fell is None or step - fell[0] > self.settings.lumpy_window or ratio <= fell[1] * LUMPY_CONTRADICTION:
-            return False
-        self._fell = None  # Each "it keeps up" is contradicted once: a rise of R contradicts only the last.
-        self._contradictions += 1
-        if self._contradictions < 2:
-            return False
-        self.lumpy = True
-        self._note = (f"the input is lumpy (it kept up at e={fell[1]:g} at step {fell[0]}, and R = {ratio:.2f} now, "
-                      f"the second such contradiction)")
-        return True
-
-    def _on_lumpy_supply_step(self, step: int) -> Optional[EchoDecision]:
-        """The supply law on lumpy input: long windows, the median of their estimates, a slow descent.
-
-        A lumpy input keeps up for long stretches at any factor (a flood: documents
-        buffered upstream, handed over faster than they are read) and then stalls, so a
-        short window measures a lump, not the input. Over ``supply_lumpy_window_steps``
-        steps the lumps average out. A window whose steps ran ``LUMPY_RAISE_SLOWDOWN``
-        slower than the reference gives an estimate ``R = e * s / rate``, and the factor
-        goes to ``headroom`` times the median of the last ``LUMPY_ESTIMATES`` of them; a
-        window that ran within ``drift_tolerance`` of it lowers the factor by
-        ``LUMPY_DESCENT``, which the next windows confirm or undo. Between the two, the
-        factor holds: waits that the factor does not remove (the read of a long document
-        stalls the steps at any factor) would otherwise push it to ``max_factor``. Single
-        stalls no factor up to ``max_factor`` covers are left out, as in ``HOLD``.
-        """
-        settings = self.settings
-        first = self._phase_step + settings.supply_settle_steps
-        entries = [entry for entry in self._supply if entry[0] >= first]
-        if len(entries) < 2 or entries[-1][0] - entries[0][0] < settings.supply_lumpy_window_steps:
-            return None
-        limit = settings.stall_batches * settings.max_factor / (self.factor * self._reference)
-        steps = [(later[0] - earlier[0], later[1] - earlier[1]) for earlier, later in zip(entries, entries[1:])]
-        stalls = [(n, seconds) for n, seconds in steps if seconds > limit * n]
-        if stalls and len(stalls) <= max(1, len(steps) // 10):
-            self.stalls.extend((step, seconds) for _, seconds in stalls)
-            steps = [(n, seconds) for n, seconds in steps if seconds <= limit * n]
-        step_rate = sum(n for n, _ in steps) / sum(seconds for _, seconds in steps)
-        self._supply = self._supply[-1:]  # The next window starts here.
-        self._phase_step = step
-        self.window_rates.append((step, step_rate))
-        factor, rates = self.factor, [(self.factor, step_rate)]
-        measured = (f"e={factor:g} over the last {entries[-1][0] - entries[0][0]} steps: {step_rate:.1f} steps/s "
-                    f"against {self._reference:.1f}")
-        if step_rate * (1 + LUMPY_RAISE_SLOWDOWN) < self._reference:
-            self.ratio = factor * self._reference / step_rate
-            self._lumpy_estimates = (self._lumpy_estimates + [self.ratio])[-LUMPY_ESTIMATES:]
-            median = statistics.median(self._lumpy_estimates)
-            new = self._factor_for(median)
-            if abs(new / factor - 1) <= settings.drift_tolerance:
-                return None
-            return self._decide(step, new, Phase.HOLD,
-                                f"{measured}: the steps waited, R is about {self.ratio:.2f} on this lumpy input (the "
-                                f"median of the last {len(self._lumpy_estimates)} windows that waited: {median:.2f}); "
-                                f"e = R x {settings.headroom:g}", rates)
-        if step_rate * (1 + settings.drift_tolerance) < self._reference or factor <= 1:
-            return None
-        new = round(max(1.0, factor / LUMPY_DESCENT), 2)
-        return self._decide(step, new, Phase.HOLD, f"{measured}: no wait on this lumpy input; lowering e by "
-                                                   f"{LUMPY_DESCENT:g} to find where the steps start to wait", rates)
 
     def _supply_check(self, step: int, factor: float, reason: str, rates) -> EchoDecision:
         self._check_from_hold = self.phase == Phase.HOLD
@@ -1064,7 +943,7 @@ class EchoController:
 
     def _floor(self) -> float:
         """The lowest factor the controller sets: 1, or on lumpy input ``headroom`` x the recent R."""
-        if not self.lumpy or self._supply_law:
+        if not self.lumpy:
             return 1.0
         ratio = statistics.median(r for _, r in self._estimates)
         return round(min(self.settings.max_factor, max(1.0, ratio * self.settings.headroom)), 2)
@@ -1130,8 +1009,6 @@ class EchoController:
 # far less often; a JAX dispatch queue stalls every few dozen steps (examples/jax_loop.py
 # --no-block: about every 50 steps on this machine).
 _IMPLAUSIBLE_WINDOW_STEPS = 200
-
-
 
 
 def _rate(durations) -> float:

@@ -2,7 +2,6 @@
 
 import dataclasses
 import math
-import re
 
 import pytest
 
@@ -338,7 +337,6 @@ def test_settings_may_be_given_whole_or_as_keywords():
     ("drain_steps", 0, ValueError), ("drop_steps", 0, ValueError), ("measure_steps", 1, ValueError),
     ("pause_factor", 1.0, ValueError), ("implausible_pauses", 1, ValueError), ("implausible_pauses", 2.0, TypeError),
     ("lumpy_window", -1, ValueError), ("lumpy_estimates", 0, ValueError),
-    ("supply_lumpy_window_steps", 1, ValueError), ("supply_lumpy_window_steps", 200.0, TypeError),
     ("verbose", -1, ValueError), ("verbose", True, ValueError),
 ])
 def test_bad_settings_name_the_argument_and_show_the_value(setting, value, error):
@@ -431,49 +429,3 @@ def test_bad_fresh_counts_name_the_argument_and_the_value(calls, message):
 def test_a_fresh_count_needs_elements_per_step():
     with pytest.raises(ValueError, match=r"elements_per_step: the fresh count \(0\) needs .* got None"):
         EchoController(max_factor=8.0).observe(0, 0.0, fresh=0)
-
-
-# The embedded text's documents, in batches of 32 rows: median 1.9, mean 4.0 (log-normal,
-# sigma 1.2), read into a shuffle buffer of 256 documents (pipelines/text.py).
-DOCUMENTS = dict(lump_batches=4, lump_sigma=1.2, lump_buffer=256)
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_with_the_fresh_count_lumpy_input_is_found_and_measured_over_long_windows(seed):
-    controller = supplied()
-    run = simulate(Scenario(ratio=4.0, steps=3000, seed=seed, **DOCUMENTS), controller=controller, count_fresh=True)
-    assert controller.lumpy, [str(d) for d in controller.decisions]
-    became = next(d for d in controller.decisions if "lumpy" in d.reason)
-    after = [d for d in controller.decisions if d.step > became.step]
-    # From then on it moves only at the end of a long window: no check, no search down to 1.
-    assert after and all(d.phase == Phase.HOLD for d in after), [str(d) for d in after]
-    moves = [d.step for d in [became] + after if d.factor != d.previous_factor]
-    assert all(later - earlier >= 200 for earlier, later in zip(moves, moves[1:])), moves
-    assert min(d.factor for d in after) >= 2.0
-    # Neither at max_factor (a stall's estimate) nor near 1 (a flood's) for most of the run.
-    held = run.factors[became.step:]
-    assert sum(1 for factor in held if 2.5 <= factor < 8.0) >= 0.6 * len(held), [str(d) for d in after]
-
-
-def test_with_the_fresh_count_lumpy_input_enters_at_the_least_recent_estimate():
-    controller = supplied()
-    simulate(Scenario(ratio=4.0, steps=1500, seed=1, **DOCUMENTS), controller=controller, count_fresh=True)
-    became = next(d for d in controller.decisions if "lumpy" in d.reason)
-    least = float(re.search(r"the least of the \d+ estimates since step \d+: ([0-9.]+)", became.reason).group(1))
-    # The estimate that showed the contradiction was a stall's; the entry is the least one.
-    assert least < became.ratio and became.factor == pytest.approx(min(1.1 * least, 8.0), abs=0.01)
-
-
-def test_with_the_fresh_count_one_rise_of_r_after_a_check_is_not_lumpy():
-    controller = supplied()
-    simulate(Scenario(ratio=schedule((0, 2), (300, 5)), steps=650), controller=controller, count_fresh=True)
-    assert not controller.lumpy, [str(d) for d in controller.decisions]
-    assert 4.5 <= holds(controller)[-1].factor <= 7.5
-
-
-def test_with_the_fresh_count_steady_and_jittered_input_is_not_lumpy():
-    for scenario in (Scenario(ratio=2.0, steps=650), Scenario(ratio=4.0, steps=650, jitter=0.35, seed=1),
-                     Scenario(ratio=2.0, steps=650, burst_batches=3, seed=2)):
-        controller = supplied()
-        simulate(scenario, controller=controller, count_fresh=True)
-        assert not controller.lumpy, (scenario, [str(d) for d in controller.decisions])
