@@ -32,7 +32,7 @@ same scenario. It runs twice, once per :class:`Signal`: with the step timestamps
   steps (longer than a Transformer run's budget). Here more echo is always faster, so time alone
   would send every controller to ``max_factor``; the figure is the time to the same
   training progress instead, a step at factor ``e`` making ``1 / (1 + 0.19 (e - 1))`` of
-  a fresh step's (``progress_per_step``), against the best fixed factor's and no echo's;
+  a fresh step's (:mod:`benchmarks.progress`), against the best fixed factor's and no echo's;
   reported, with no target. The shipped law loses here as it does on the Transformer's
   replay: with the fresh count its short windows find that the input keeps up in every
   flood and search down to 1, and the stalls that follow send it to ``max_factor``
@@ -58,6 +58,7 @@ from typing import Callable, Optional
 import echoing
 from echoing.simulation import ELEMENTS_PER_STEP, Run, Scenario, simulate
 from benchmarks import results_io
+from benchmarks.progress import PROGRESS_SLOPE, PROGRESS_STEPS, steps_to_progress
 
 STEPS = 650
 MAX_FACTOR = 8.0
@@ -74,12 +75,6 @@ WANDER_MEAN, WANDER_AMPLITUDE, WANDER_PERIOD = 2.0, 0.6, 400
 # results' settings), shuffled 256 at a time (pipelines/text.py).
 DOCUMENT_BATCHES, DOCUMENT_SIGMA, DOCUMENT_BUFFER = 4, 1.2, 256
 DOCUMENT_STEPS = 5000
-# Progress per step at factor e, as a share of a fresh step's: 1 / (1 + PROGRESS_SLOPE (e - 1))
-# gives the Transformer's steps to target at e = 1, 2, 4 (1,750, 2,050 and 2,700 in sample
-# mode: 1,750, 2,083 and 2,748) and more than its budget of 4,000 at e = 8 (4,077), where no
-# sample run reached the target (docs/results/time_to_target.md). PROGRESS_STEPS is the first.
-PROGRESS_SLOPE = 0.19
-PROGRESS_STEPS = 1750
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,29 +318,6 @@ def document_shape(rows_per_batch: int = 32, row_bytes: int = 128) -> dict:
     return {"documents": len(batches), "median": median, "mean": mean,
             "p99": batches[min(len(batches) - 1, int(0.99 * len(batches)))], "max": batches[-1],
             "sigma": math.sqrt(2 * math.log(mean / median)) if mean > median else 0.0}
-
-
-def progress_per_step(factor: float) -> float:
-    """A step's training progress at echo ``factor``, as a share of a fresh step's (see ``PROGRESS_SLOPE``)."""
-    return 1 / (1 + PROGRESS_SLOPE * (factor - 1))
-
-
-def steps_to_progress(factors) -> Optional[int]:
-    """Steps, at the given factors one per step, until ``PROGRESS_STEPS`` fresh steps' progress; ``None`` if never.
-
-    The same model predicts how many steps training on a replayed AutoEcho timeline
-    needs: for the Transformer's committed timelines it comes within -11% to +6% of the
-    steps training on them took (tests/test_controller_simulation.py).
-
-    >>> steps_to_progress([1.0] * 2000), steps_to_progress([4.0] * 2000)
-    (1750, None)
-    """
-    progress = 0.0
-    for step, factor in enumerate(factors, start=1):
-        progress += progress_per_step(factor)
-        if progress >= PROGRESS_STEPS - 1e-9:
-            return step
-    return None
 
 
 def time_to_progress(run: Run) -> float:

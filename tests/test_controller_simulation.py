@@ -5,10 +5,8 @@ import statistics
 
 import pytest
 
-from pathlib import Path
-
 from benchmarks import controller_simulation as sim
-from benchmarks import results_io
+from benchmarks import progress
 from echoing.simulation import Scenario, simulate
 
 
@@ -19,7 +17,6 @@ def results():
 
 STEADY, STEP, JITTER, WANDER, BURST, LUMP, DOCUMENTS = sim.Kind
 SIGNALS = pytest.mark.parametrize("signal", list(sim.Signal))
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
 
 @SIGNALS
@@ -89,19 +86,8 @@ def test_time_to_progress_counts_echoed_steps_at_their_share_of_a_fresh_step():
     assert sim.time_to_progress(fresh) == fresh.step_ends[-1]
     echoed = simulate(Scenario(ratio=0.5, steps=sim.PROGRESS_STEPS), factor=4.0)
     assert math.isinf(sim.time_to_progress(echoed))  # 1 / 1.57 of a step each: not there yet.
-    assert sim.progress_per_step(1.0) == 1.0 and sim.progress_per_step(8.0) < 0.45
-
-
-def test_the_progress_model_predicts_the_steps_training_took_on_the_transformers_autoecho_replays():
-    document = results_io.read_results(RESULTS / "time_to_target.json")
-    timelines = {(t["of"]["ratio"], t["of"]["seed"]): t["value"] for t in document["results"]["auto_echo_timelines"]
-                 if t["of"]["task"] == "transformer"}
-    trained = [(r["steps"], timelines[r["config"]["ratio"], r["config"]["seed"]]) for r in document["results"]["runs"]
-               if r["config"]["task"] == "transformer" and r["config"].get("auto_echo") and r["reached"]]
-    assert len(trained) == 6
-    for steps, timeline in trained:
-        predicted = sim.steps_to_progress(timeline["factors"])
-        assert predicted == pytest.approx(steps, rel=0.12), (predicted, steps)
+    assert progress.progress_per_step(1.0) == 1.0 and progress.progress_per_step(8.0) < 0.45
+    assert progress.steps_to_progress([2.0] * 100, progress_steps=10, slope=1.0) == 20
 
 
 def test_the_documents_model_matches_the_embedded_text():

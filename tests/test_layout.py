@@ -6,7 +6,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # The benchmarks' shared parts: what every experiment may use.
-SHARED = {"results_io", "tasks", "training", "replay", "wallclock", "models", "reporting", "plots", "step_times"}
+SHARED = {"results_io", "tasks", "training", "replay", "wallclock", "models", "reporting", "plots", "step_times",
+          "progress"}
 # The report part: renders every experiment's records into the documentation.
 REPORT = {"readme_tables", "__main__", "__init__"}
 

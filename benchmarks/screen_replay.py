@@ -1,0 +1,187 @@
+"""Screens an echo controller on the replay without training: AutoEcho's time to target, predicted.
+
+A change to :class:`echoing.EchoController` is judged on the modelled-accelerator replay
+(:mod:`benchmarks.replay`): AutoEcho's timed replays, then training on the factors each
+one chose to find the step at which it reached the target. For the Transformer the timed
+replays take about 10 minutes (``--time-only``) and the training about 70. This module
+predicts the training instead, so that a controller can be screened in the 10:
+
+* a step at factor ``e`` makes ``1 / (1 + a (e - 1))`` of a fresh step's progress
+  (:func:`benchmarks.progress.progress_per_step`), with ``a`` fitted by least
+  squares to the task's sample runs at fixed factors (the median steps to target of each,
+  at AutoEcho's placement and echo shuffle, against the median at ``e = 1``);
+* the target is the same seed's steps to target at ``e = 1``;
+* the predicted step is where a timeline's factors make that much progress, and the time
+  is the timeline's seconds at that step, in step times; it is set against the same
+  seed's time at the best fixed configuration (the one with the least median time over
+  the seeds), as ``docs/results/time_to_target.md`` does.
+
+On the Transformer's committed timelines (``benchmarks/results/time_to_target.json``) the
+predicted steps are within -13% to +5% of the steps training took, and the predicted
+times 1.08 and 1.33x the best fixed e's (medians at R = 2 and 4) against 1.11 and 1.37x
+trained (tests/test_screen_replay.py): a screen tells a law that loses 30% from one that
+loses 10%, not one that loses 8% from one that loses 12%. ResNet's steps to target move
+more from seed to seed (500 to 775 at e = 4), and there the predicted steps are within
+-18% to +33%.
+
+A prediction is a screen, not a result: what lands is trained. To screen a change:
+
+.. code-block:: bash
+
+    cp benchmarks/results/time_to_target.json runs/screen.json   # then delete the task's
+    # AutoEcho replay records and auto_echo_timelines from runs/screen.json, and alone:
+    python -m benchmarks.time_to_target --tasks transformer --ratios 2 4 --replay-factors 1 2 4 8 \\
+        --step-seconds 0.015 --seeds 0 1 2 --modes replay --output runs/screen.json --time-only
+    python -m benchmarks.screen_replay runs/screen.json --task transformer
+
+Example, on the committed results:
+
+>>> from benchmarks.results_io import read_results
+>>> document = read_results(RESULTS / "time_to_target.json")
+>>> [(p.ratio, p.seed) for p in predict(document, "transformer")][:2]
+[(2.0, 0), (2.0, 1)]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import statistics
+from pathlib import Path
+from typing import Optional
+
+from benchmarks import results_io
+from benchmarks.progress import steps_to_progress
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """AutoEcho's predicted time to target on one timed replay.
+
+    Attributes:
+      ratio, seed: the replay's nominal R and seed.
+      predicted_steps: where its factors make the progress of the seed's steps at ``e = 1``
+        (``None`` if they never do within the replay).
+      trained_steps: the steps training on the timeline took, when it has been trained on.
+      predicted_step_times: the replay's time at ``predicted_steps``, in step times.
+      best_factor, best_echo_shuffle: the best fixed configuration at this R.
+      best_step_times: its time to target for this seed, in step times.
+    """
+
+    ratio: float
+    seed: int
+    predicted_steps: Optional[int]
+    trained_steps: Optional[int]
+    predicted_step_times: Optional[float]
+    best_factor: float
+    best_echo_shuffle: int
+    best_step_times: float
+
+    @property
+    def over_best(self) -> Optional[float]:
+        """Predicted time over the best fixed configuration's (``None`` when it never gets there)."""
+        return None if self.predicted_step_times is None else self.predicted_step_times / self.best_step_times
+
+
+def progress_slope(runs: list, task: str, placement: str, echo_shuffle: int) -> float:
+    """``a`` of the progress model, fitted to the task's sample runs at fixed factors (see the module docstring)."""
+    steps = collections.defaultdict(list)
+    for record in runs:
+        config = record["config"]
+        if (config["task"] == task and config["mode"] == "sample" and not config.get("auto_echo") and record["reached"]
+                and (config["factor"] == 1.0 or (config["placement"], config["echo_shuffle"]) == (placement, echo_shuffle))):
+            steps[config["factor"]].append(record["steps"])
+    if 1.0 not in steps or len(steps) < 2:
+        raise ValueError(f"task: {task!r} has no sample runs at e=1 and at another factor with placement={placement!r} "
+                         f"and echo_shuffle={echo_shuffle!r} to fit the progress model on")
+    fresh = statistics.median(steps[1.0])
+    pairs = [(factor - 1, statistics.median(counts) / fresh - 1) for factor, counts in steps.items() if factor != 1.0]
+    return sum(x * y for x, y in pairs) / sum(x * x for x, _ in pairs)
+
+
+def predict(document: dict, task: str) -> list[Prediction]:
+    """A :class:`Prediction` for every AutoEcho timeline of ``task`` in a time_to_target results document."""
+    results = document["results"]
+    timelines = [t for t in results.get("auto_echo_timelines", []) if t["of"]["task"] == task]
+    if not timelines:
+        tasks = sorted({t["of"]["task"] for t in results.get("auto_echo_timelines", [])})
+        raise ValueError(f"task: no AutoEcho timelines of {task!r} in the results (they have {tasks})")
+    runs = results["runs"]
+    predictions = []
+    for timeline in sorted(timelines, key=lambda t: (t["of"]["ratio"], t["of"]["seed"])):
+        of, value = timeline["of"], timeline["value"]
+        slope = progress_slope(runs, task, of["placement"], of["echo_shuffle"])
+        fresh = _one(runs, task, "sample", seed=of["seed"], factor=1.0)
+        steps = steps_to_progress(value["factors"], fresh["steps"], slope)
+        step_seconds = _step_seconds(runs, task, of["ratio"])
+        best = _best_fixed(runs, task, of["ratio"])
+        trained = [r for r in runs if r["config"]["task"] == task and r["config"]["mode"] == "replay"
+                   and r["config"].get("auto_echo") and r["config"]["ratio"] == of["ratio"]
+                   and r["config"]["seed"] == of["seed"] and r["reached"]]
+        predictions.append(Prediction(
+            ratio=of["ratio"], seed=of["seed"], predicted_steps=steps,
+            trained_steps=trained[0]["steps"] if trained else None,
+            predicted_step_times=None if steps is None else value["seconds"][steps - 1] / step_seconds,
+            best_factor=best[0], best_echo_shuffle=best[1],
+            best_step_times=_one(runs, task, "replay", seed=of["seed"], factor=best[0], echo_shuffle=best[1],
+                                 ratio=of["ratio"])["seconds_in_steps"]))
+    return predictions
+
+
+def table(predictions: list[Prediction]) -> str:
+    """A Markdown table: a row per timeline, and the median over the seeds at every R."""
+    lines = ["| R | seed | predicted steps | trained steps | best fixed e (echo shuffle) | predicted time / best's |",
+             "|---:|---:|---:|---:|---|---:|"]
+    for p in predictions:
+        over = "never" if p.over_best is None else f"{p.over_best:.2f}"
+        trained = "" if p.trained_steps is None else f"{p.trained_steps:,}"
+        predicted = "never" if p.predicted_steps is None else f"{p.predicted_steps:,}"
+        lines.append(f"| {p.ratio:g} | {p.seed} | {predicted} | {trained} | {p.best_factor:g} ({p.best_echo_shuffle}) | "
+                     f"{over} |")
+    for ratio in sorted({p.ratio for p in predictions}):
+        overs = [p.over_best for p in predictions if p.ratio == ratio and p.over_best is not None]
+        if overs:
+            lines.append(f"| {ratio:g} | median | | | | {statistics.median(overs):.2f} |")
+    return "\n".join(lines)
+
+
+def _one(runs: list, task: str, mode: str, **fields) -> dict:
+    found = [r for r in runs if r["config"]["task"] == task and r["config"]["mode"] == mode
+             and not r["config"].get("auto_echo") and all(r["config"].get(k) == v for k, v in fields.items())]
+    if not found:
+        raise ValueError(f"task: no {mode} run of {task!r} with {fields} in the results")
+    return found[0]
+
+
+def _step_seconds(runs: list, task: str, ratio: float) -> float:
+    """The modelled step of the task's replays at ``ratio`` (from a fixed replay's seconds and step times)."""
+    record = next(r for r in runs if r["config"]["task"] == task and r["config"]["mode"] == "replay"
+                  and r["config"]["ratio"] == ratio and r.get("seconds_in_steps"))
+    return record["seconds"] / record["seconds_in_steps"]
+
+
+def _best_fixed(runs: list, task: str, ratio: float) -> tuple[float, int]:
+    """(factor, echo shuffle) of the fixed replay with the least median time over the seeds that all reached."""
+    times = collections.defaultdict(list)
+    for r in runs:
+        config = r["config"]
+        if (config["task"] == task and config["mode"] == "replay" and not config.get("auto_echo")
+                and config["ratio"] == ratio):
+            times[(config["factor"], config["echo_shuffle"])].append(r.get("seconds_in_steps"))
+    complete = {key: statistics.median(values) for key, values in times.items() if all(v is not None for v in values)}
+    return min(complete, key=complete.get)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path, help="a time_to_target results file with AutoEcho timelines")
+    parser.add_argument("--task", default="transformer", help="the task whose timelines to screen")
+    args = parser.parse_args(argv)
+    print(table(predict(results_io.read_results(args.results), args.task)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""The replay screen (benchmarks/screen_replay.py) predicts what training on the committed AutoEcho timelines found."""
+
+import copy
+import statistics
+
+import pytest
+
+from benchmarks import screen_replay
+from benchmarks.results_io import read_results
+
+
+@pytest.fixture(scope="module")
+def document():
+    return read_results(screen_replay.RESULTS / "time_to_target.json")
+
+
+def test_on_the_transformer_it_predicts_the_steps_training_took_within_13_percent(document):
+    predictions = screen_replay.predict(document, "transformer")
+    assert len(predictions) == 6 and all(p.trained_steps for p in predictions)
+    for p in predictions:
+        assert p.predicted_steps == pytest.approx(p.trained_steps, rel=0.13), p
+
+
+def test_on_the_transformer_the_predicted_medians_are_within_005_of_the_trained_ones(document):
+    predictions = screen_replay.predict(document, "transformer")
+    autoecho = [r for r in document["results"]["runs"] if r["config"]["task"] == "transformer"
+                and r["config"]["mode"] == "replay" and r["config"].get("auto_echo")]
+    for ratio in (2.0, 4.0):
+        trained = []
+        for record in (r for r in autoecho if r["config"]["ratio"] == ratio):
+            best = next(p for p in predictions if p.ratio == ratio and p.seed == record["config"]["seed"])
+            trained.append(record["seconds_in_steps"] / best.best_step_times)
+        predicted = [p.over_best for p in predictions if p.ratio == ratio]
+        assert statistics.median(predicted) == pytest.approx(statistics.median(trained), abs=0.05), (predicted, trained)
+
+
+def test_the_progress_slope_is_fitted_to_the_tasks_own_sample_runs(document):
+    runs = document["results"]["runs"]
+    # The Transformer's steps to target: 1,750 at e=1, 2,050 at e=2, 2,700 at e=4.
+    assert screen_replay.progress_slope(runs, "transformer", "example", 256) == pytest.approx(0.18, abs=0.01)
+    assert screen_replay.progress_slope(runs, "resnet", "before_augment", 1024) < 0.12
+
+
+def test_a_timeline_that_never_makes_the_progress_is_never_and_the_table_says_so(document):
+    changed = copy.deepcopy(document)
+    for timeline in changed["results"]["auto_echo_timelines"]:
+        if timeline["of"]["task"] == "transformer":
+            timeline["value"]["factors"] = [8.0] * 1000  # 440 steps' progress: not the seeds' 1,650-1,750
+            timeline["value"]["seconds"] = timeline["value"]["seconds"][:1000]
+    predictions = screen_replay.predict(changed, "transformer")
+    assert all(p.predicted_steps is None and p.over_best is None for p in predictions)
+    rows = screen_replay.table(predictions).splitlines()
+    assert len(rows) == 2 + 6 and all("never" in row for row in rows[2:])
+
+
+def test_a_task_without_timelines_is_refused_naming_it(document):
+    with pytest.raises(ValueError, match=r"task: no AutoEcho timelines of 'vit' in the results \(they have \['resnet', 'transformer'\]\)"):
+        screen_replay.predict(document, "vit")
+
+
+def test_the_command_prints_a_row_per_timeline_and_a_median_per_r(capsys):
+    screen_replay.main([str(screen_replay.RESULTS / "time_to_target.json"), "--task", "transformer"])
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 + 6 + 2 and out[-1].startswith("| 4 | median |")
