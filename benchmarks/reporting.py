@@ -243,7 +243,7 @@ def best_rows(document: dict, mode: str = "replay") -> list[dict]:
                 per_step.append((record["seconds"] / record["steps"]) / (twin["seconds"] / twin["steps"]))
                 steps.append(record["steps"] / twin["steps"])
         out.append({"task": task, "ratio": ratio, "best_factor": best["factor"], "best_echo_shuffle": best["echo_shuffle"],
-                    "best_speedup": _inverse(best["seconds_in_steps_vs_baseline"]),
+                    "best_placement": best["placement"], "best_speedup": _inverse(best["seconds_in_steps_vs_baseline"]),
                     "auto_speedup": _inverse(auto["seconds_in_steps_vs_baseline"]) if auto else None,
                     "auto_held_factor": auto.get("held_factor") if auto else None,
                     "auto_reached": auto["reached"] if auto else None, "auto_runs": auto["runs"] if auto else None,

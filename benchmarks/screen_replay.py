@@ -13,8 +13,8 @@ predicts the training instead, so that a controller can be screened in the 10:
 * the target is the same seed's steps to target at ``e = 1``;
 * the predicted step is where a timeline's factors make that much progress, and the time
   is the timeline's seconds at that step, in step times; it is set against the same
-  seed's time at the best fixed configuration (the one with the least median time over
-  the seeds), as ``docs/results/time_to_target.md`` does.
+  seed's time at the best fixed configuration, chosen as ``docs/results/time_to_target.md``
+  chooses it (:func:`benchmarks.reporting.best_rows`).
 
 On the Transformer's committed timelines (``benchmarks/results/time_to_target.json``) the
 predicted steps are within -13% to +5% of the steps training took, and the predicted
@@ -51,7 +51,7 @@ import statistics
 from pathlib import Path
 from typing import Optional
 
-from benchmarks import results_io
+from benchmarks import reporting, results_io
 from benchmarks.progress import steps_to_progress
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -110,24 +110,26 @@ def predict(document: dict, task: str) -> list[Prediction]:
         tasks = sorted({t["of"]["task"] for t in results.get("auto_echo_timelines", [])})
         raise ValueError(f"task: no AutoEcho timelines of {task!r} in the results (they have {tasks})")
     runs = results["runs"]
+    best = {(row["task"], row["ratio"]): row for row in reporting.best_rows(document)}
     predictions = []
     for timeline in sorted(timelines, key=lambda t: (t["of"]["ratio"], t["of"]["seed"])):
         of, value = timeline["of"], timeline["value"]
         slope = progress_slope(runs, task, of["placement"], of["echo_shuffle"])
         fresh = _one(runs, task, "sample", seed=of["seed"], factor=1.0)
         steps = steps_to_progress(value["factors"], fresh["steps"], slope)
-        step_seconds = _step_seconds(runs, task, of["ratio"])
-        best = _best_fixed(runs, task, of["ratio"])
+        chosen = best[task, of["ratio"]]
+        twin = _one(runs, task, "replay", seed=of["seed"], ratio=of["ratio"], factor=chosen["best_factor"],
+                    echo_shuffle=chosen["best_echo_shuffle"], placement=chosen["best_placement"])
         trained = [r for r in runs if r["config"]["task"] == task and r["config"]["mode"] == "replay"
                    and r["config"].get("auto_echo") and r["config"]["ratio"] == of["ratio"]
                    and r["config"]["seed"] == of["seed"] and r["reached"]]
         predictions.append(Prediction(
             ratio=of["ratio"], seed=of["seed"], predicted_steps=steps,
             trained_steps=trained[0]["steps"] if trained else None,
-            predicted_step_times=None if steps is None else value["seconds"][steps - 1] / step_seconds,
-            best_factor=best[0], best_echo_shuffle=best[1],
-            best_step_times=_one(runs, task, "replay", seed=of["seed"], factor=best[0], echo_shuffle=best[1],
-                                 ratio=of["ratio"])["seconds_in_steps"]))
+            predicted_step_times=(None if steps is None
+                                  else value["seconds"][steps - 1] / twin["pipeline"]["step_seconds"]),
+            best_factor=chosen["best_factor"], best_echo_shuffle=chosen["best_echo_shuffle"],
+            best_step_times=twin["seconds_in_steps"]))
     return predictions
 
 
@@ -154,25 +156,6 @@ def _one(runs: list, task: str, mode: str, **fields) -> dict:
     if not found:
         raise ValueError(f"task: no {mode} run of {task!r} with {fields} in the results")
     return found[0]
-
-
-def _step_seconds(runs: list, task: str, ratio: float) -> float:
-    """The modelled step of the task's replays at ``ratio`` (from a fixed replay's seconds and step times)."""
-    record = next(r for r in runs if r["config"]["task"] == task and r["config"]["mode"] == "replay"
-                  and r["config"]["ratio"] == ratio and r.get("seconds_in_steps"))
-    return record["seconds"] / record["seconds_in_steps"]
-
-
-def _best_fixed(runs: list, task: str, ratio: float) -> tuple[float, int]:
-    """(factor, echo shuffle) of the fixed replay with the least median time over the seeds that all reached."""
-    times = collections.defaultdict(list)
-    for r in runs:
-        config = r["config"]
-        if (config["task"] == task and config["mode"] == "replay" and not config.get("auto_echo")
-                and config["ratio"] == ratio):
-            times[(config["factor"], config["echo_shuffle"])].append(r.get("seconds_in_steps"))
-    complete = {key: statistics.median(values) for key, values in times.items() if all(v is not None for v in values)}
-    return min(complete, key=complete.get)
 
 
 def main(argv=None) -> None:

@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 
-from benchmarks import screen_replay
+from benchmarks import reporting, screen_replay
 from benchmarks.results_io import read_results
 
 
@@ -23,15 +23,11 @@ def test_on_the_transformer_it_predicts_the_steps_training_took_within_13_percen
 
 def test_on_the_transformer_the_predicted_medians_are_within_005_of_the_trained_ones(document):
     predictions = screen_replay.predict(document, "transformer")
-    autoecho = [r for r in document["results"]["runs"] if r["config"]["task"] == "transformer"
-                and r["config"]["mode"] == "replay" and r["config"].get("auto_echo")]
+    trained = {row["ratio"]: row["auto_time_vs_best"]["median"] for row in reporting.best_rows(document)
+               if row["task"] == "transformer"}
     for ratio in (2.0, 4.0):
-        trained = []
-        for record in (r for r in autoecho if r["config"]["ratio"] == ratio):
-            best = next(p for p in predictions if p.ratio == ratio and p.seed == record["config"]["seed"])
-            trained.append(record["seconds_in_steps"] / best.best_step_times)
-        predicted = [p.over_best for p in predictions if p.ratio == ratio]
-        assert statistics.median(predicted) == pytest.approx(statistics.median(trained), abs=0.05), (predicted, trained)
+        predicted = statistics.median(p.over_best for p in predictions if p.ratio == ratio)
+        assert predicted == pytest.approx(trained[ratio], abs=0.05), (ratio, predicted, trained)
 
 
 def test_the_progress_slope_is_fitted_to_the_tasks_own_sample_runs(document):
