@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from benchmarks import (auto_echo, auto_echo_cpu, backends, controller_simulation, critical_batch, demo, reporting,
-                        results_io, service, throughput, xla_check)
+                        results_io, screen_replay, service, throughput, xla_check)
 
 
 def shapes_baselines_table(document: dict) -> str:
@@ -39,6 +39,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "time_to_target_best": reporting.best_table,
     "time_to_target_wallclock": reporting.wallclock_table,
     "time_to_target_wallclock_best": lambda document: reporting.best_table(document, "wallclock"),
+    "time_to_target_screen": lambda document: screen_replay.table(screen_replay.predict(document, "transformer")),
     "critical_batch": critical_batch.table,
     "controller_simulation": controller_simulation.document_table,
     "auto_echo": auto_echo.table,
@@ -51,7 +52,8 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
 
 # Tables drawn from another table's results file.
 SOURCES = {name: "time_to_target" for name in ("time_to_target_replay", "time_to_target_best", "time_to_target_wallclock",
-                                                "time_to_target_wallclock_best", "time_to_target_commands")}
+                                                "time_to_target_wallclock_best", "time_to_target_commands",
+                                                "time_to_target_screen")}
 
 
 def commands_block(document: dict) -> str:

@@ -24,6 +24,13 @@ loses 10%, not one that loses 8% from one that loses 12%. ResNet's steps to targ
 more from seed to seed (500 to 775 at e = 4), and there the predicted steps are within
 -18% to +33%.
 
+Each row also gives the fresh examples the timeline read to its predicted target against
+the best fixed configuration's, and the timeline's longest step with the fresh count by
+then. On the Transformer that step is one long file read (4-11 s, at the same fresh count
+within a seed whatever the controller did), and AutoEcho's time at R = 4 turns on whether
+it reads that far before the target: e = 4 reached it with fewer fresh examples
+(``docs/results/time_to_target.md``, "What decides R = 4").
+
 A prediction is a screen, not a result: what lands is trained. To screen a change:
 
 .. code-block:: bash
@@ -69,6 +76,12 @@ class Prediction:
       predicted_step_times: the replay's time at ``predicted_steps``, in step times.
       best_factor, best_echo_shuffle: the best fixed configuration at this R.
       best_step_times: its time to target for this seed, in step times.
+      fresh_at_target: the fresh examples the timeline had read by ``predicted_steps``
+        (``None`` where it never gets there, or where its echo stage echoes batches).
+      best_fresh: the fresh examples the best fixed configuration read to the target.
+      longest_wait: ``(step, seconds, fresh examples read by then)`` of the timeline's
+        longest step up to ``predicted_steps`` (its whole length where it never gets
+        there): on the text pipeline, where a long file is read.
     """
 
     ratio: float
@@ -79,6 +92,9 @@ class Prediction:
     best_factor: float
     best_echo_shuffle: int
     best_step_times: float
+    fresh_at_target: Optional[float] = None
+    best_fresh: Optional[float] = None
+    longest_wait: Optional[tuple] = None
 
     @property
     def over_best(self) -> Optional[float]:
@@ -123,30 +139,42 @@ def predict(document: dict, task: str) -> list[Prediction]:
         trained = [r for r in runs if r["config"]["task"] == task and r["config"]["mode"] == "replay"
                    and r["config"].get("auto_echo") and r["config"]["ratio"] == of["ratio"]
                    and r["config"]["seed"] == of["seed"] and r["reached"]]
+        seconds, counts = value["seconds"], value.get("fresh")
+        # The timeline's fresh count is in the echo stage's elements: examples, unless it echoes batches.
+        examples = counts if counts and of["placement"] != "after_batch" else None
+        end = len(seconds) if steps is None else steps
+        durations = [seconds[0]] + [later - earlier for earlier, later in zip(seconds, seconds[1:end])]
+        longest = max(range(end), key=durations.__getitem__)
         predictions.append(Prediction(
             ratio=of["ratio"], seed=of["seed"], predicted_steps=steps,
             trained_steps=trained[0]["steps"] if trained else None,
-            predicted_step_times=(None if steps is None
-                                  else value["seconds"][steps - 1] / twin["pipeline"]["step_seconds"]),
+            predicted_step_times=(None if steps is None else seconds[steps - 1] / twin["pipeline"]["step_seconds"]),
             best_factor=chosen["best_factor"], best_echo_shuffle=chosen["best_echo_shuffle"],
-            best_step_times=twin["seconds_in_steps"]))
+            best_step_times=twin["seconds_in_steps"],
+            fresh_at_target=None if examples is None or steps is None else float(examples[steps - 1]),
+            best_fresh=twin["fresh_examples"],
+            longest_wait=(longest, durations[longest], None if examples is None else float(examples[longest]))))
     return predictions
 
 
 def table(predictions: list[Prediction]) -> str:
     """A Markdown table: a row per timeline, and the median over the seeds at every R."""
-    lines = ["| R | seed | predicted steps | trained steps | best fixed e (echo shuffle) | predicted time / best's |",
-             "|---:|---:|---:|---:|---|---:|"]
+    lines = ["| R | seed | predicted steps | trained steps | best fixed e (echo shuffle) | predicted time / best's "
+             "| fresh examples to target, AutoEcho / best's | longest step: at step, seconds, fresh examples by then |",
+             "|---:|---:|---:|---:|---|---:|---|---|"]
     for p in predictions:
         over = "never" if p.over_best is None else f"{p.over_best:.2f}"
         trained = "" if p.trained_steps is None else f"{p.trained_steps:,}"
         predicted = "never" if p.predicted_steps is None else f"{p.predicted_steps:,}"
+        fresh = "" if p.fresh_at_target is None else f"{p.fresh_at_target:,.0f} / {p.best_fresh:,.0f}"
+        step, seconds, by_then = p.longest_wait
+        wait = f"{step:,}, {seconds:.1f} s" + ("" if by_then is None else f", {by_then:,.0f}")
         lines.append(f"| {p.ratio:g} | {p.seed} | {predicted} | {trained} | {p.best_factor:g} ({p.best_echo_shuffle}) | "
-                     f"{over} |")
+                     f"{over} | {fresh} | {wait} |")
     for ratio in sorted({p.ratio for p in predictions}):
         overs = [p.over_best for p in predictions if p.ratio == ratio and p.over_best is not None]
         if overs:
-            lines.append(f"| {ratio:g} | median | | | | {statistics.median(overs):.2f} |")
+            lines.append(f"| {ratio:g} | median | | | | {statistics.median(overs):.2f} | | |")
     return "\n".join(lines)
 
 

@@ -58,3 +58,30 @@ def test_the_command_prints_a_row_per_timeline_and_a_median_per_r(capsys):
     screen_replay.main([str(screen_replay.RESULTS / "time_to_target.json"), "--task", "transformer"])
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 + 6 + 2 and out[-1].startswith("| 4 | median |")
+
+
+def test_on_the_transformer_the_longest_step_comes_at_the_same_fresh_count_in_a_seed_and_r_4_reads_past_it(document):
+    predictions = screen_replay.predict(document, "transformer")
+    by_seed = {}
+    for p in predictions:
+        step, seconds, by_then = p.longest_wait
+        assert seconds > 4.0, p  # a long file read: 4-11 s, some 270-700 step times
+        by_seed.setdefault(p.seed, []).append(by_then)
+    for seed, counts in by_seed.items():
+        assert max(counts) <= 1.01 * min(counts), (seed, counts)  # the same file, whatever the controller did
+    for p in predictions:
+        if p.ratio == 4.0:
+            # AutoEcho read more fresh text than e = 4 did to the target, and the long read on its way.
+            assert p.fresh_at_target > 1.15 * p.best_fresh and p.longest_wait[2] <= p.fresh_at_target, p
+
+
+def test_the_longest_step_is_found_before_the_predicted_target_and_counted_in_fresh_examples(document):
+    changed = copy.deepcopy(document)
+    timeline = next(t for t in changed["results"]["auto_echo_timelines"]
+                    if t["of"]["task"] == "transformer" and t["of"]["ratio"] == 2.0 and t["of"]["seed"] == 0)
+    seconds = timeline["value"]["seconds"]
+    timeline["value"]["seconds"] = seconds[:100] + [s + 30.0 for s in seconds[100:]]  # 30 s more at step 100
+    p = next(p for p in screen_replay.predict(changed, "transformer") if p.ratio == 2.0 and p.seed == 0)
+    assert p.longest_wait[0] == 100 and p.longest_wait[1] == pytest.approx(30.0, abs=0.5)
+    assert p.longest_wait[2] == timeline["value"]["fresh"][100]
+    assert p.fresh_at_target == timeline["value"]["fresh"][p.predicted_steps - 1]
