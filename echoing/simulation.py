@@ -97,8 +97,15 @@ class Scenario:
         over each time one is read, as a document shuffle does: the wait is the lump
         read's, the flood another lump's, so a long wait can hand over little and a short
         one a lot.
+      upstream_batches: 0 for none; above 0, the upstream holds this many fresh batches
+        ahead of the echo stage (a shuffle buffer, a prefetch after the read): the read
+        fills it at ``u`` while it has room, and the echo stage takes what it needs from
+        it at once while it holds any, waiting for the read only once it is empty. So
+        just after the factor falls the echo stage pulls faster than ``u`` until the
+        stock is gone, and its fresh count runs ahead of the input's rate. Not with
+        jitter, stalls, bursts or lumps.
       start_full: whether the buffer is full when training starts (after a warm-up, or
-        tracing the step, it is).
+        tracing the step, it is); the upstream's stock too.
       seed: seeds the jitter and the stalls.
     """
 
@@ -113,6 +120,7 @@ class Scenario:
     lump_batches: Optional[int] = None
     lump_sigma: float = 0.0
     lump_buffer: int = 0
+    upstream_batches: int = 0
     start_full: bool = True
     seed: int = 0
 
@@ -130,6 +138,11 @@ class Scenario:
             raise ValueError(f"lump_buffer: needs lump_batches, got lump_buffer={self.lump_buffer!r} with lump_batches=None")
         if self.lump_sigma and self.lump_batches is None:
             raise ValueError(f"lump_sigma: needs lump_batches, got lump_sigma={self.lump_sigma!r} with lump_batches=None")
+        check_int("upstream_batches", self.upstream_batches, low=0)
+        if self.upstream_batches and (self.jitter or self.stall_probability or self.burst_batches > 1
+                                      or self.lump_batches is not None):
+            raise ValueError(f"upstream_batches: models smooth input only; got upstream_batches="
+                             f"{self.upstream_batches!r} with jitter, stalls, bursts or lumps")
         check_number("jitter", self.jitter, low=0, high=10, high_open=True)  # A coefficient of variation.
         check_number("stall_probability", self.stall_probability, low=0, high=1, high_open=True)
         check_number("stall_batches", self.stall_batches, low=0, low_open=True)
@@ -204,8 +217,27 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
     # A shuffle buffer of whole lumps, full at the start (the pipeline's warm-up filled it).
     held_lumps = [draw_lump() for _ in range(scenario.lump_buffer)] if scenario.lump_batches else []
 
-    def production_seconds(step: int, e: float) -> float:
+    # The upstream's stock of fresh batches, and the time up to which the read has filled it.
+    stock = float(scenario.upstream_batches) if scenario.start_full else 0.0
+    stocked_until = 0.0
+
+    def from_stock(step: int, e: float, start: float) -> float:
+        """Seconds to make a batch at ``e`` from ``start``: none while the stock holds 1 / e."""
+        nonlocal stock, stocked_until
+        read_rate = 1 / (scenario.step_seconds * scenario.ratio_at(step))  # fresh batches per second
+        stock = min(float(scenario.upstream_batches), stock + (start - stocked_until) * read_rate)
+        stocked_until = start
+        if stock >= 1 / e - 1e-12:
+            stock -= 1 / e
+            return 0.0
+        seconds = (1 / e - stock) / read_rate
+        stock, stocked_until = 0.0, start + seconds
+        return seconds
+
+    def production_seconds(step: int, e: float, start: float) -> float:
         nonlocal burst_left, consumed, lumps_read
+        if scenario.upstream_batches:
+            return from_stock(step, e, start)
         if burst_left:
             burst_left -= 1
             return 0.0
@@ -231,7 +263,7 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
     capacity = scenario.buffer_batches
     buffer: deque = deque([factor] * capacity if scenario.start_full else [])
     # The batch in production: (finish time, its factor), or None while the buffer is full.
-    making = None if len(buffer) == capacity else (production_seconds(0, factor), factor)
+    making = None if len(buffer) == capacity else (production_seconds(0, factor, 0.0), factor)
     now, step_ends, factors, batch_factors, ratios = 0.0, [], [], [], []
     fresh_batches = 0.0  # made since the start (what the batches in the buffer at the start read is not counted)
     for step in range(scenario.steps):
@@ -240,16 +272,16 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
             done, made_at = making
             buffer.append(made_at)
             fresh_batches += 1 / made_at
-            making = None if len(buffer) == capacity else (done + production_seconds(step, factor), factor)
+            making = None if len(buffer) == capacity else (done + production_seconds(step, factor, done), factor)
         if not buffer:  # The step waits for the input.
             done, made_at = making
             now = done
             buffer.append(made_at)
             fresh_batches += 1 / made_at
-            making = (done + production_seconds(step, factor), factor)
+            making = (done + production_seconds(step, factor, done), factor)
         batch_factors.append(buffer.popleft())
         if making is None:  # A slot is free again.
-            making = (now + production_seconds(step, factor), factor)
+            making = (now + production_seconds(step, factor, now), factor)
         now += scenario.step_seconds
         step_ends.append(now)
         factors.append(factor)

@@ -12,23 +12,23 @@ from echoing.simulation import Scenario, simulate
 
 @pytest.fixture(scope="module")
 def results():
-    return {(r.signal, r.kind, r.ratio, r.ratio_after, r.seed): r for r in sim.run_all()}
+    return {(r.signal, r.kind, r.ratio, r.ratio_after, r.seed, r.upstream_batches): r for r in sim.run_all()}
 
 
-STEADY, STEP, JITTER, WANDER, BURST, LUMP, DOCUMENTS = sim.Kind
+STEADY, STEP, JITTER, WANDER, BURST, LUMP, DOCUMENTS, UPSTREAM = sim.Kind
 SIGNALS = pytest.mark.parametrize("signal", list(sim.Signal))
 
 
 @SIGNALS
 @pytest.mark.parametrize("ratio", [2, 4, 6])
 def test_input_bound_runs_lose_at_most_8_percent_against_e_equal_r_from_the_start(results, signal, ratio):
-    result = results[signal, STEADY, ratio, None, None]
+    result = results[signal, STEADY, ratio, None, None, None]
     assert result.time_ratio <= 1.08, result
 
 
 @SIGNALS
 def test_at_r_1_it_matches_no_echo_within_3_percent_with_little_echo(results, signal):
-    result = results[signal, STEADY, 1.0, None, None]
+    result = results[signal, STEADY, 1.0, None, None, None]
     # The supply law's opening search descends from max_factor: more echo, no time.
     assert result.time_ratio <= 1.03 and result.echoed_share <= 0.12, result
 
@@ -36,7 +36,7 @@ def test_at_r_1_it_matches_no_echo_within_3_percent_with_little_echo(results, si
 @SIGNALS
 @pytest.mark.parametrize("before, after", [(4, 2), (2, 5), (6, 1)])
 def test_after_a_step_change_of_r_the_factor_settles_near_it_within_150_steps(results, signal, before, after):
-    result = results[signal, STEP, before, after, None]
+    result = results[signal, STEP, before, after, None, None]
     assert result.settle_steps <= 150, result
 
 
@@ -44,18 +44,18 @@ def test_after_a_step_change_of_r_the_factor_settles_near_it_within_150_steps(re
 @pytest.mark.parametrize("ratio", [2, 4])
 def test_with_35_percent_jitter_it_is_within_10_percent_of_the_best_fixed_factor_and_does_not_thrash(results, signal,
                                                                                                     ratio):
-    runs = [results[signal, JITTER, ratio, None, seed] for seed in sim.JITTER_SEEDS]
+    runs = [results[signal, JITTER, ratio, None, seed, None] for seed in sim.JITTER_SEEDS]
     assert max(r.time_ratio for r in runs) <= 1.10, runs
     assert max(r.held_moves for r in runs) <= 2, runs
 
 
 @SIGNALS
 def test_with_r_wandering_slowly_it_is_within_12_percent_of_the_best_fixed_factor(results, signal):
-    assert results[signal, WANDER, 2.0, None, None].time_ratio <= 1.12
+    assert results[signal, WANDER, 2.0, None, None, None].time_ratio <= 1.12
 
 
 def test_every_scenario_of_the_issue_states_the_targets_it_is_held_to_and_meets_them(results):
-    held = [r for r in results.values() if r.kind not in (BURST, LUMP, DOCUMENTS)]
+    held = [r for r in results.values() if r.kind not in (BURST, LUMP, DOCUMENTS, UPSTREAM)]
     assert all(r.targets and r.met for r in held), sim.table(held)
 
 
@@ -79,6 +79,26 @@ def test_documents_are_reported_without_a_target_and_echo_beats_no_echo_at_r_4(r
     assert len(rows) == 2 * 2 * len(sim.JITTER_SEEDS) and not any(r.targets for r in rows)
     assert all(r.time_ratio >= 1.0 and math.isfinite(r.time_ratio) for r in rows), sim.table(rows)
     assert all(r.over_no_echo < 0.9 for r in rows if r.ratio == 4.0), sim.table(rows)
+
+
+def test_a_stock_upstream_is_reported_without_a_target_and_the_fresh_count_reads_more_than_e_equal_r(results):
+    rows = [r for r in results.values() if r.kind == UPSTREAM]
+    assert len(rows) == 2 * 2 * len(sim.UPSTREAM_STOCKS) and not any(r.targets for r in rows)
+    assert all(r.time_ratio >= 1.0 for r in rows), sim.table(rows)
+    fresh = [r for r in rows if r.signal == sim.Signal.FRESH_COUNT]
+    # e = R from the start echoes 1 - 1 / R of the data; the shipped law less: it searched down on the stock.
+    assert all(r.echoed_share < 1 - 1 / r.ratio - 0.02 for r in fresh), sim.table(fresh)
+
+
+@pytest.mark.parametrize("stock", [0, 10, 40])
+def test_each_stocked_fresh_batch_saves_r_step_times_and_then_the_read_sets_the_pace(stock):
+    # 400 steps at e = 1 and R = 4 with a full buffer of 10: (400 - 10) batches read at 4 step-times each, and the last step.
+    full = simulate(Scenario(ratio=4.0, steps=400, upstream_batches=stock), factor=1.0)
+    assert full.seconds == pytest.approx(390 * 4 + 1 - 4 * stock)
+    assert simulate(Scenario(ratio=4.0, steps=400, upstream_batches=stock), factor=4.0).seconds == pytest.approx(400)
+    # Started empty, the read never gets ahead at e = 1: the stock never fills.
+    empty = simulate(Scenario(ratio=4.0, steps=400, upstream_batches=stock, start_full=False), factor=1.0)
+    assert empty.seconds == pytest.approx(400 * 4 + 1)
 
 
 def test_time_to_progress_counts_echoed_steps_at_their_share_of_a_fresh_step():
@@ -128,6 +148,9 @@ def test_the_table_has_a_row_per_scenario_and_says_whether_it_met_its_target(res
     (lambda: Scenario(lump_buffer=8), ValueError, r"lump_buffer: needs lump_batches, got lump_buffer=8 with lump_batches=None"),
     (lambda: Scenario(lump_batches=4, lump_buffer=-1), ValueError, r"lump_buffer: expected an int >= 0, got -1"),
     (lambda: Scenario(jitter=-0.1), ValueError, r"jitter: expected a finite number in \[0, 10\), got -0.1"),
+    (lambda: Scenario(upstream_batches=-1), ValueError, r"upstream_batches: expected an int >= 0, got -1"),
+    (lambda: Scenario(upstream_batches=10, jitter=0.35), ValueError,
+     r"upstream_batches: models smooth input only; got upstream_batches=10 with jitter, stalls, bursts or lumps"),
     (lambda: simulate(Scenario(), factor=0.5), ValueError, r"factor: expected a finite number >= 1, got 0.5"),
     (lambda: simulate(Scenario(ratio=lambda step: -1.0)), ValueError, r"ratio: expected a finite number > 0, got -1.0"),
 ])
