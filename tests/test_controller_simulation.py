@@ -81,13 +81,20 @@ def test_documents_are_reported_without_a_target_and_echo_beats_no_echo_at_r_4(r
     assert all(r.over_no_echo < 0.9 for r in rows if r.ratio == 4.0), sim.table(rows)
 
 
-def test_a_stock_upstream_is_reported_without_a_target_and_the_fresh_count_reads_more_than_e_equal_r(results):
+def test_a_stock_upstream_is_reported_without_a_target_and_costs_the_fresh_count_little_progress_time(results):
     rows = [r for r in results.values() if r.kind == UPSTREAM]
     assert len(rows) == 2 * 2 * len(sim.UPSTREAM_STOCKS) and not any(r.targets for r in rows)
     assert all(r.time_ratio >= 1.0 for r in rows), sim.table(rows)
+    # Slower steps, each worth more: to the same progress within 5% of the best fixed factor (docs/results/controller.md).
     fresh = [r for r in rows if r.signal == sim.Signal.FRESH_COUNT]
-    # e = R from the start echoes 1 - 1 / R of the data; the shipped law less: it searched down on the stock.
-    assert all(r.echoed_share < 1 - 1 / r.ratio - 0.02 for r in fresh), sim.table(fresh)
+    assert all(r.time_ratio <= 1.05 for r in fresh), sim.table(fresh)
+
+
+def test_over_a_few_hundred_steps_the_supply_law_spends_a_stock_at_a_low_factor():
+    scenario = Scenario(ratio=4.0, steps=sim.STEPS, upstream_batches=40)
+    run = sim.controlled(scenario, sim.Signal.FRESH_COUNT)
+    # e = 4 from the start echoes 3/4 of the data and takes 650 step-times; the search down reads the stock first.
+    assert run.echoed_share < 0.70 and run.seconds > 1.02 * simulate(scenario, factor=4.0).seconds
 
 
 @pytest.mark.parametrize("stock", [0, 10, 40])
