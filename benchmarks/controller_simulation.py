@@ -179,9 +179,8 @@ class ScenarioResult:
         if self.kind == Kind.WANDER:
             return f"R={self.ratio:g}±{WANDER_AMPLITUDE:g} over {WANDER_PERIOD} steps"
         extra = {Kind.JITTER: f" jitter {JITTER:.0%}", Kind.BURST: f" bursts of 1-{2 * BURST_BATCHES - 1}",
-                 Kind.LUMP: f" lumps of 1-{2 * LUMP_BATCHES - 1}"}
-        if self.kind == Kind.UPSTREAM:
-            extra[Kind.UPSTREAM] = f" {self.upstream_batches} fresh batches upstream"
+                 Kind.LUMP: f" lumps of 1-{2 * LUMP_BATCHES - 1}",
+                 Kind.UPSTREAM: f" {self.upstream_batches} fresh batches upstream"}
         seed = "" if self.seed is None else f" seed {self.seed}"
         return f"R={self.ratio:g}{extra.get(self.kind, '')}{seed}"
 
@@ -336,11 +335,8 @@ def upstream(signal: Signal, ratio: float, stock: int) -> ScenarioResult:
     run = controlled(scenario, signal)
     fixed = {factor: time_to_progress(simulate(scenario, factor=factor)) for factor in FIXED_FACTORS}
     best = min(fixed, key=lambda factor: (fixed[factor], factor))
-    steps = steps_to_progress(run.batch_factors)
-    # The echoed share up to the same progress, where the time is taken.
-    share = Run(run.seconds, run.step_ends, run.factors, run.batch_factors[:steps], run.ratios, []).echoed_share
-    return ScenarioResult(signal, Kind.UPSTREAM, ratio, time_to_progress(run), best, True, fixed[best], share,
-                          len(run.decisions), upstream_batches=stock)
+    return ScenarioResult(signal, Kind.UPSTREAM, ratio, time_to_progress(run), best, True, fixed[best],
+                          run.echoed_share, len(run.decisions), upstream_batches=stock)
 
 
 def document_shape(rows_per_batch: int = 32, row_bytes: int = 128) -> dict:

@@ -58,6 +58,7 @@ import statistics
 from pathlib import Path
 from typing import Optional
 
+from echoing.points import EchoPoint
 from benchmarks import reporting, results_io
 from benchmarks.progress import steps_to_progress
 
@@ -141,7 +142,7 @@ def predict(document: dict, task: str) -> list[Prediction]:
                    and r["config"]["seed"] == of["seed"] and r["reached"]]
         seconds, counts = value["seconds"], value.get("fresh")
         # The timeline's fresh count is in the echo stage's elements: examples, unless it echoes batches.
-        examples = counts if counts and of["placement"] != "after_batch" else None
+        examples = counts if counts and not EchoPoint.parse(of["placement"]).echoes_batches else None
         end = len(seconds) if steps is None else steps
         durations = [seconds[0]] + [later - earlier for earlier, later in zip(seconds, seconds[1:end])]
         longest = max(range(end), key=durations.__getitem__)
