@@ -51,6 +51,8 @@ class TaskSettings:
         (transformer, lower is better).
       model: keyword arguments of the model builder.
       jit_compile: whether the training step is compiled with XLA.
+      pipeline: keyword arguments of the training pipeline's config beyond those every
+        run sets (the text pipeline's ``max_record_bytes``, say); none by default.
     """
 
     name: str
@@ -63,6 +65,7 @@ class TaskSettings:
     target: float
     model: dict
     jit_compile: bool = True
+    pipeline: dict = dataclasses.field(default_factory=dict)
 
 
 _EVAL_BATCH = 500
@@ -162,7 +165,11 @@ class Task(abc.ABC):
         s = self.settings
         limiter = RateLimiter(read_rate * self._read_units_per_example()) if read_rate is not None else None
         common = dict(batch_size=s.batch_size, echo=echo, seed=seed, repeat=True, cache_dir=cache_dir, read_rate=limiter)
-        return self._pipeline_config(common, source, num_train_examples)
+        clash = sorted(set(s.pipeline) & set(common))
+        if clash:
+            raise ValueError(f"pipeline: {clash[0]!r} is set by every run, not by the task's settings; got "
+                             f"pipeline={s.pipeline!r}")
+        return self._pipeline_config({**common, **s.pipeline}, source, num_train_examples)
 
     def train_dataset(self, config, stats=None):
         return self.pipeline.train_dataset(config, stats=stats)

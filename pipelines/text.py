@@ -63,6 +63,12 @@ class TextPipelineConfig:
       service: a tf.data service dispatcher address (``"grpc://host:port"``): read,
         tokenize, pack and shuffle then run on its workers, and echoing and batching on
         the trainer. ``None`` (the default) runs everything here.
+      max_record_bytes: with the embedded source, the training split's files are split
+        into records (documents) of at most this many bytes, at line ends
+        (:func:`pipelines.stdlib_text.split_document`), so that a throttled read holds
+        the stream up for at most one such record; ``None`` (the default): one record
+        per file. The evaluation split stays whole, so that its metric does not depend
+        on it. lm1b's records are sentences: setting it there raises.
     """
 
     source: str = "stdlib"
@@ -76,14 +82,20 @@ class TextPipelineConfig:
     read_rate: Optional[float] = None
     repeat: bool = False
     service: Optional[str] = None
+    max_record_bytes: Optional[int] = None
 
     def __post_init__(self):
         check_pipeline_config(self, SOURCES, ECHO_POINTS, "text")
+        stdlib_text.check_max_record_bytes(self.max_record_bytes)
+        if self.max_record_bytes is not None and self.source != "stdlib":
+            raise ValueError(f"max_record_bytes: only the embedded 'stdlib' source is split into records; got "
+                             f"max_record_bytes={self.max_record_bytes!r} with source={self.source!r}")
 
 def read(config: TextPipelineConfig, split: str) -> tf.data.Dataset:
     """Documents as scalar strings."""
     if config.source == "stdlib":
-        ds = tf.data.TFRecordDataset(stdlib_text.tfrecord_file(split, cache_dir=config.cache_dir))
+        cap = config.max_record_bytes if split == "train" else None
+        ds = tf.data.TFRecordDataset(stdlib_text.tfrecord_file(split, cache_dir=config.cache_dir, max_record_bytes=cap))
     else:
         import tensorflow_datasets as tfds
 

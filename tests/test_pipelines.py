@@ -324,6 +324,53 @@ def test_stdlib_text_excludes_tests_and_splits_stably():
         assert not {"test", "tests", "site-packages"} & set(path.relative_to(root).parts[:-1])
 
 
+@pytest.mark.parametrize("limit", [1, 7, 64, 4096])
+def test_split_document_cuts_after_line_ends_and_loses_nothing(limit):
+    document = stdlib_text.source_files("train")[0].read_bytes() + b"x" * 100 + b"\nlast line without an end"
+    records = stdlib_text.split_document(document, limit)
+    assert b"".join(records) == document
+    assert all(0 < len(record) <= limit for record in records)
+    # Every cut follows a line end, unless a line is longer than the limit.
+    for record in records[:-1]:
+        assert record.endswith(b"\n") or (b"\n" not in record and len(record) == limit)
+
+
+def test_split_document_without_a_limit_keeps_the_file_whole():
+    assert stdlib_text.split_document(b"a\nb\n", None) == [b"a\nb\n"]
+    assert stdlib_text.split_document(b"", 8) == [b""]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "64", True])
+def test_bad_max_record_bytes_is_rejected_naming_it(cache_dir, bad):
+    with pytest.raises(ValueError, match=f"max_record_bytes: expected None or an int >= 1, got {bad!r}"):
+        text_config(cache_dir, max_record_bytes=bad)
+    with pytest.raises(ValueError, match="max_record_bytes"):
+        stdlib_text.tfrecord_file("train", cache_dir=cache_dir, max_record_bytes=bad)
+
+
+def test_max_record_bytes_is_only_for_the_embedded_text(cache_dir):
+    with pytest.raises(ValueError, match="max_record_bytes: only the embedded 'stdlib' source .*source='lm1b'"):
+        text_config(cache_dir, source="lm1b", max_record_bytes=4096)
+
+
+def test_split_training_records_hold_the_same_text(cache_dir):
+    whole = stdlib_text.record_sizes("train")
+    split = stdlib_text.record_sizes("train", 16384)
+    assert sum(split) == sum(whole) and max(split) <= 16384 < max(whole) and len(split) > len(whole)
+    path = stdlib_text.tfrecord_file("train", cache_dir=cache_dir, max_record_bytes=16384)
+    assert path != stdlib_text.tfrecord_file("train", cache_dir=cache_dir)
+    assert [len(r.numpy()) for r in tf.data.TFRecordDataset(path)] == split
+
+
+def test_max_record_bytes_splits_the_training_read_only(cache_dir):
+    config = text_config(cache_dir, max_record_bytes=1024)
+    longest = max(len(document.numpy()) for document in text.read(config, "train"))
+    assert longest <= 1024
+    assert max(len(document.numpy()) for document in text.read(config, "eval")) > 1024
+    inputs, targets = first_batches(text.train_dataset(config), 1)[0]
+    np.testing.assert_array_equal(inputs[:, 1:], targets[:, :-1])
+
+
 # --- text pipeline -----------------------------------------------------------------------
 
 

@@ -402,3 +402,16 @@ def test_a_timeline_recorded_with_another_controller_is_refused(finished, tmp_pa
     stale.write_text(json.dumps(document))
     with pytest.raises(RuntimeError, match="recorded with another controller"):
         T.run_plan(dataclasses.replace(plan, tasks=["resnet"], modes=["replay"]), stale, TINY_TASKS, log=lambda line: None)
+
+
+def test_a_tasks_pipeline_settings_reach_its_pipeline_config(tmp_path):
+    task = TINY_TASKS["transformer"].with_settings(pipeline={"max_record_bytes": 4096})
+    config = task.pipeline_config("example", 2.0, 8, 0, cache_dir=str(tmp_path))
+    assert config.max_record_bytes == 4096 and config.batch_size == 4
+    assert TINY_TASKS["transformer"].pipeline_config("none", 1.0, 0, 0).max_record_bytes is None
+
+
+def test_a_tasks_pipeline_settings_cannot_override_what_every_run_sets():
+    task = TINY_TASKS["transformer"].with_settings(pipeline={"seed": 3})
+    with pytest.raises(ValueError, match="pipeline: 'seed' is set by every run"):
+        task.pipeline_config("none", 1.0, 0, 0)
