@@ -35,8 +35,8 @@ PAD_ID = 0
 END_OF_DOCUMENT_ID = 1
 BYTE_OFFSET = 2
 VOCAB_SIZE = 256 + BYTE_OFFSET
-# Documents are whole files (tens of kB) for stdlib, sentences for lm1b; a few hundred in
-# the buffer mixes sources well at a few MB.
+# Documents are whole files (tens of kB) or records of at most max_record_bytes for stdlib,
+# sentences for lm1b; a few hundred in the buffer mixes sources well at a few MB.
 _DOCUMENT_SHUFFLE = 256
 _AUTOTUNE = tf.data.AUTOTUNE
 

@@ -7,6 +7,7 @@ import pytest
 
 from benchmarks import reporting, screen_replay
 from benchmarks.results_io import read_results
+from benchmarks.tasks import TASKS
 
 
 @pytest.fixture(scope="module")
@@ -14,26 +15,31 @@ def document():
     return read_results(screen_replay.RESULTS / "time_to_target.json")
 
 
-def test_on_the_transformer_it_predicts_the_steps_training_took_within_13_percent(document):
+def test_on_the_transformer_it_predicts_r_2_within_5_percent_and_under_predicts_r_4(document):
     predictions = screen_replay.predict(document, "transformer")
     assert len(predictions) == 6 and all(p.trained_steps for p in predictions)
     for p in predictions:
-        assert p.predicted_steps == pytest.approx(p.trained_steps, rel=0.13), p
+        if p.ratio == 2.0:
+            assert p.predicted_steps == pytest.approx(p.trained_steps, rel=0.05), p
+        else:
+            # At R = 4 the timelines spend about half their steps at e = 8, which costs
+            # training more than the linear progress model says: 14-23% more steps.
+            assert 1.10 * p.predicted_steps <= p.trained_steps <= 1.30 * p.predicted_steps, p
 
 
-def test_on_the_transformer_the_predicted_medians_are_within_005_of_the_trained_ones(document):
+def test_on_the_transformer_the_predicted_median_is_within_005_of_the_trained_one_at_r_2_only(document):
     predictions = screen_replay.predict(document, "transformer")
     trained = {row["ratio"]: row["auto_time_vs_best"]["median"] for row in reporting.best_rows(document)
                if row["task"] == "transformer"}
-    for ratio in (2.0, 4.0):
-        predicted = statistics.median(p.over_best for p in predictions if p.ratio == ratio)
-        assert predicted == pytest.approx(trained[ratio], abs=0.05), (ratio, predicted, trained)
+    median = {ratio: statistics.median(p.over_best for p in predictions if p.ratio == ratio) for ratio in (2.0, 4.0)}
+    assert median[2.0] == pytest.approx(trained[2.0], abs=0.05), (median, trained)
+    assert median[4.0] < trained[4.0] - 0.1, (median, trained)
 
 
 def test_the_progress_slope_is_fitted_to_the_tasks_own_sample_runs(document):
     runs = document["results"]["runs"]
-    # The Transformer's steps to target: 1,750 at e=1, 2,050 at e=2, 2,700 at e=4.
-    assert screen_replay.progress_slope(runs, "transformer", "example", 256) == pytest.approx(0.18, abs=0.01)
+    # The Transformer's steps to target (medians): 1,750 at e=1, 2,050 at e=2, 2,850 at e=4.
+    assert screen_replay.progress_slope(runs, "transformer", "example", 256) == pytest.approx(0.21, abs=0.01)
     assert screen_replay.progress_slope(runs, "resnet", "before_augment", 1024) < 0.12
 
 
@@ -60,19 +66,15 @@ def test_the_command_prints_a_row_per_timeline_and_a_median_per_r(capsys):
     assert len(out) == 2 + 6 + 2 and out[-1].startswith("| 4 | median |")
 
 
-def test_on_the_transformer_the_longest_step_comes_at_the_same_fresh_count_in_a_seed_and_r_4_reads_past_it(document):
+def test_on_the_transformer_no_step_waits_for_one_long_record(document):
+    # The training text is split into records of at most 64 kB (benchmarks/tasks.py): no
+    # step waits for the read of one long file, as 4-11 s steps did when files were read
+    # whole (git show 452150c:docs/results/time_to_target.md, "What decides R = 4").
+    assert TASKS["transformer"].settings.pipeline == {"max_record_bytes": 65536}
     predictions = screen_replay.predict(document, "transformer")
-    by_seed = {}
     for p in predictions:
         step, seconds, by_then = p.longest_wait
-        assert seconds > 4.0, p  # a long file read: 4-11 s, some 270-700 step times
-        by_seed.setdefault(p.seed, []).append(by_then)
-    for seed, counts in by_seed.items():
-        assert max(counts) <= 1.01 * min(counts), (seed, counts)  # the same file, whatever the controller did
-    for p in predictions:
-        if p.ratio == 4.0:
-            # AutoEcho read more fresh text than e = 4 did to the target, and the long read on its way.
-            assert p.fresh_at_target > 1.15 * p.best_fresh and p.longest_wait[2] <= p.fresh_at_target, p
+        assert seconds < 2.5, p
 
 
 def test_the_longest_step_is_found_before_the_predicted_target_and_counted_in_fresh_examples(document):

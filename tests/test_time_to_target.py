@@ -408,7 +408,8 @@ def test_a_tasks_pipeline_settings_reach_its_pipeline_config(tmp_path):
     task = TINY_TASKS["transformer"].with_settings(pipeline={"max_record_bytes": 4096})
     config = task.pipeline_config("example", 2.0, 8, 0, cache_dir=str(tmp_path))
     assert config.max_record_bytes == 4096 and config.batch_size == 4
-    assert TINY_TASKS["transformer"].pipeline_config("none", 1.0, 0, 0).max_record_bytes is None
+    plain = TINY_TASKS["transformer"].with_settings(pipeline={})
+    assert plain.pipeline_config("none", 1.0, 0, 0).max_record_bytes is None
 
 
 def test_a_tasks_pipeline_settings_cannot_override_what_every_run_sets():
