@@ -19,7 +19,7 @@ predicts the training instead, so that a controller can be screened in the 10:
 On the Transformer's committed timelines (``benchmarks/results/time_to_target.json``,
 training text in records of at most 64 kB) the predicted steps are within 5% of the steps
 training took at R = 2, and the predicted median time 0.97x the best fixed e's against
-1.01x trained. At R = 4 the timelines spend about half their steps at e = 8, which costs
+1.01x trained. At R = 4 the timelines spend 40-46% of their steps at e = 8, which costs
 training more than the linear model says: it took 14-23% more steps than predicted, and
 the screen is too kind there (tests/test_screen_replay.py). When the text was read as
 whole files (git show 452150c:benchmarks/screen_replay.py) the steps were within -13% to

@@ -22,7 +22,7 @@ def test_on_the_transformer_it_predicts_r_2_within_5_percent_and_under_predicts_
         if p.ratio == 2.0:
             assert p.predicted_steps == pytest.approx(p.trained_steps, rel=0.05), p
         else:
-            # At R = 4 the timelines spend about half their steps at e = 8, which costs
+            # At R = 4 the timelines spend 40-46% of their steps at e = 8, which costs
             # training more than the linear progress model says: 14-23% more steps.
             assert 1.10 * p.predicted_steps <= p.trained_steps <= 1.30 * p.predicted_steps, p
 
