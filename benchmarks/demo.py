@@ -62,12 +62,11 @@ class DemoConfig:
       seed: seeds data, augmentation, echo and weights.
       budget_steps: steps after which a run stops without the target.
       eval_every: steps between evaluations. A crossing is placed to within this many
-        steps, and AutoEcho's steps are compared with e=4's (about 280): at 25 the two
-        differed by one interval, 9% of e=4's steps, in some runs of one seed and not in
-        others (300 against 275 in ``git show 452150c:benchmarks/results/demo.json``,
-        275 against 275 in two other runs of the same job), as much as the 10% the comparison
-        is judged by. At 10 an interval is 4% of them, for about 18 more evaluations of
-        500 images per run.
+        steps, and AutoEcho's steps are compared with e=4's (about 280): at 25 one
+        interval is 9% of e=4's steps, as much as the 10% the comparison is judged by
+        (AutoEcho's 300 against e=4's 275 in ``git show 452150c:benchmarks/results/demo.json``
+        is one interval). At 10 an interval is 4% of them, for about 18 more evaluations
+        of 500 images per run.
       eval_examples: held-out examples per evaluation.
       max_factor: the largest factor AutoEcho may set.
       auto_echo_steps: steps of AutoEcho's replay; its training must cross within them
