@@ -38,6 +38,11 @@ same scenario. It runs twice, once per :class:`Signal`: with the step timestamps
   flood and search down to 1, and the stalls that follow send it to ``max_factor``
   (1.15-1.19x the best fixed factor's time at R = 2, and in one seed 1.01x no echo's;
   1.12-1.18x at R = 4).
+* ``records``: ``documents`` split into records of at most :data:`RECORD_BATCHES` (16)
+  batches, as the Transformer's benchmark reads them (``max_record_bytes=65536``), each
+  read on its own (``Scenario.lump_max_batches``). Reported, with no target: at a fixed
+  ``e = R`` the steps still wait (a record's read outlasts the buffer), so the supply
+  law's ``e = R * headroom``, where the steps would stop waiting, lies past ``max_factor``.
 * ``upstream``: R = 4 and 6, steady, with a stock of 0, 10 or 40 fresh batches ahead of the
   echo stage (``Scenario.upstream_batches``: a prefetch after the read, a shuffle buffer
   of examples), full at the start, 5000 steps. While the stock lasts the echo stage takes
@@ -87,6 +92,10 @@ WANDER_MEAN, WANDER_AMPLITUDE, WANDER_PERIOD = 2.0, 0.6, 400
 # results' settings), shuffled 256 at a time (pipelines/text.py).
 DOCUMENT_BATCHES, DOCUMENT_SIGMA, DOCUMENT_BUFFER = 4, 1.2, 256
 DOCUMENT_STEPS = 5000
+# The records scenario: the same documents split into records of at most 16 batches, as the
+# Transformer's benchmark reads them (TASKS["transformer"]: max_record_bytes=65536, rows of
+# 128 bytes, 32 rows a batch: 65536 / 4096 = 16).
+RECORD_BATCHES = 16
 # Fresh batches held ahead of the echo stage in the upstream scenario: none (the plain model,
 # for comparison), a prefetch of a few batches, and a shuffle buffer of examples the size of
 # 40 batches.
@@ -118,6 +127,7 @@ class Kind(str, enum.Enum):
     BURST = "burst"
     LUMP = "lump"
     DOCUMENTS = "documents"
+    RECORDS = "records"
     UPSTREAM = "upstream"
 
 
@@ -140,8 +150,8 @@ class ScenarioResult:
       decisions: how many decisions the controller took.
       settle_steps: steps after a change of R until the factor settled near it (``STEP``).
       held_moves: times the held factor moved by more than 25% (``JITTER``, ``BURST``, ``LUMP``,
-        ``DOCUMENTS``).
-      over_no_echo: the controller's time over no echo's (``BURST``, ``LUMP``, ``DOCUMENTS``).
+        ``DOCUMENTS``, ``RECORDS``).
+      over_no_echo: the controller's time over no echo's (``BURST``, ``LUMP``, ``DOCUMENTS``, ``RECORDS``).
       upstream_batches: the fresh batches the upstream holds ahead of the echo stage (``UPSTREAM``).
       targets: the bounds this scenario is held to.
     """
@@ -312,14 +322,22 @@ def _uneven(signal: Signal, kind: Kind, scenario: Scenario) -> ScenarioResult:
                           over_no_echo=run.seconds / simulate(scenario, factor=1.0).seconds)
 
 
-def documents(signal: Signal, ratio: float, seed: int) -> ScenarioResult:
-    scenario = Scenario(ratio=ratio, steps=DOCUMENT_STEPS, lump_batches=DOCUMENT_BATCHES, lump_sigma=DOCUMENT_SIGMA,
-                        lump_buffer=DOCUMENT_BUFFER, seed=seed)
+def document_scenario(ratio: float, seed: int, record_batches: Optional[float] = None) -> Scenario:
+    """The embedded text's documents at R, read whole or (``record_batches``) in records of at most that many batches."""
+    return Scenario(ratio=ratio, steps=DOCUMENT_STEPS, lump_batches=DOCUMENT_BATCHES, lump_sigma=DOCUMENT_SIGMA,
+                    lump_buffer=DOCUMENT_BUFFER, lump_max_batches=record_batches, seed=seed)
+
+
+def documents(signal: Signal, ratio: float, seed: int, kind: Kind = Kind.DOCUMENTS) -> ScenarioResult:
+    """``DOCUMENTS`` (whole files) or ``RECORDS`` (split at :data:`RECORD_BATCHES`): time to the same progress."""
+    if kind not in (Kind.DOCUMENTS, Kind.RECORDS):
+        raise ValueError(f"kind: expected Kind.DOCUMENTS or Kind.RECORDS, got {kind!r}")
+    scenario = document_scenario(ratio, seed, RECORD_BATCHES if kind == Kind.RECORDS else None)
     run = controlled(scenario, signal)
     fixed = {factor: time_to_progress(simulate(scenario, factor=factor)) for factor in FIXED_FACTORS}
     best = min(fixed, key=lambda factor: (fixed[factor], factor))
     seconds = time_to_progress(run)
-    return ScenarioResult(signal, Kind.DOCUMENTS, ratio, seconds, best, True, fixed[best], run.echoed_share,
+    return ScenarioResult(signal, kind, ratio, seconds, best, True, fixed[best], run.echoed_share,
                           len(run.decisions), seed=seed, held_moves=held_moves(run),
                           over_no_echo=seconds / fixed[1.0])
 
@@ -380,6 +398,7 @@ def run_all(signals=tuple(Signal)) -> list[ScenarioResult]:
         results += [burst(signal, ratio, seed) for ratio in (2.0, 4.0, 6.0) for seed in JITTER_SEEDS]
         results += [lump(signal, ratio, seed) for ratio in (2.0, 4.0, 6.0) for seed in JITTER_SEEDS]
         results += [documents(signal, ratio, seed) for ratio in (2.0, 4.0) for seed in JITTER_SEEDS]
+        results += [documents(signal, ratio, seed, Kind.RECORDS) for ratio in (2.0, 4.0) for seed in JITTER_SEEDS]
         results += [upstream(signal, ratio, stock) for ratio in (4.0, 6.0) for stock in UPSTREAM_STOCKS]
     return results
 
@@ -446,7 +465,8 @@ def main(argv=None) -> None:
                 "burst_batches": BURST_BATCHES, "lump_batches": LUMP_BATCHES,
                 "documents": {"batches": DOCUMENT_BATCHES, "sigma": DOCUMENT_SIGMA, "buffer": DOCUMENT_BUFFER,
                               "steps": DOCUMENT_STEPS, "progress_slope": PROGRESS_SLOPE,
-                              "progress_steps": PROGRESS_STEPS, "measured": document_shape()},
+                              "progress_steps": PROGRESS_STEPS, "measured": document_shape(),
+                              "record_batches": RECORD_BATCHES},
                 "upstream_batches": list(UPSTREAM_STOCKS)}
     records = [r.record() for r in results]
     path = results_io.write_results("controller_simulation", settings, {"scenarios": records}, args.output_dir)

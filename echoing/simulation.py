@@ -97,6 +97,9 @@ class Scenario:
         over each time one is read, as a document shuffle does: the wait is the lump
         read's, the flood another lump's, so a long wait can hand over little and a short
         one a lot.
+      lump_max_batches: ``None`` for whole lumps; else a lump above this many batches is
+        split into equal records of at most this many, read one after another, each its
+        own lump (the text pipeline's ``max_record_bytes``).
       upstream_batches: 0 for none; above 0, the upstream holds this many fresh batches
         ahead of the echo stage (a shuffle buffer, a prefetch after the read): the read
         fills it at ``u`` while it has room, and the echo stage takes what it needs from
@@ -120,6 +123,7 @@ class Scenario:
     lump_batches: Optional[int] = None
     lump_sigma: float = 0.0
     lump_buffer: int = 0
+    lump_max_batches: Optional[float] = None
     upstream_batches: int = 0
     start_full: bool = True
     seed: int = 0
@@ -134,6 +138,11 @@ class Scenario:
         check_int("lump_batches", self.lump_batches, low=1, none_ok=True)
         check_number("lump_sigma", self.lump_sigma, low=0, high=5)
         check_int("lump_buffer", self.lump_buffer, low=0)
+        if self.lump_max_batches is not None:
+            check_number("lump_max_batches", self.lump_max_batches, low=0, low_open=True)
+        if self.lump_max_batches is not None and self.lump_batches is None:
+            raise ValueError(f"lump_max_batches: needs lump_batches, got lump_max_batches={self.lump_max_batches!r} "
+                             "with lump_batches=None")
         if self.lump_buffer and self.lump_batches is None:
             raise ValueError(f"lump_buffer: needs lump_batches, got lump_buffer={self.lump_buffer!r} with lump_batches=None")
         if self.lump_sigma and self.lump_batches is None:
@@ -209,10 +218,21 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
     burst_left = 0  # batches of the current burst still to hand over, each at once
     consumed = lumps_read = 0.0  # fresh batches taken by the echo stage, and handed over in lumps
 
+    pieces: list = []  # the rest of a lump split at lump_max_batches, read next
+
     def draw_lump() -> float:
+        if pieces:
+            return pieces.pop()
         if scenario.lump_sigma:
-            return rng.lognormvariate(math.log(scenario.lump_batches) - lump_sigma2 / 2, scenario.lump_sigma)
-        return rng.randint(1, 2 * scenario.lump_batches - 1)
+            lump = rng.lognormvariate(math.log(scenario.lump_batches) - lump_sigma2 / 2, scenario.lump_sigma)
+        else:
+            lump = rng.randint(1, 2 * scenario.lump_batches - 1)
+        if scenario.lump_max_batches is not None and lump > scenario.lump_max_batches:
+            # Split into equal records of at most lump_max_batches, each read on its own.
+            count = math.ceil(lump / scenario.lump_max_batches)
+            pieces.extend([lump / count] * (count - 1))
+            lump /= count
+        return lump
 
     # A shuffle buffer of whole lumps, full at the start (the pipeline's warm-up filled it).
     held_lumps = [draw_lump() for _ in range(scenario.lump_buffer)] if scenario.lump_batches else []
