@@ -416,3 +416,19 @@ def test_a_tasks_pipeline_settings_cannot_override_what_every_run_sets():
     task = TINY_TASKS["transformer"].with_settings(pipeline={"seed": 3})
     with pytest.raises(ValueError, match="pipeline: 'seed' is set by every run"):
         task.pipeline_config("none", 1.0, 0, 0)
+
+
+def test_every_committed_auto_echo_timeline_is_what_the_shipped_controller_decides():
+    # A change to echoing.EchoController that decides otherwise on a committed timeline leaves
+    # that timeline, and the time to target trained on it, stale: they must be timed and
+    # trained again (docs/results/time_to_target.md lists the commands).
+    from benchmarks import replay
+    from benchmarks.screen_replay import RESULTS
+
+    document = results_io.read_results(RESULTS / "time_to_target.json")
+    timelines = document["results"]["auto_echo_timelines"]
+    assert {record["of"]["task"] for record in timelines} == {"resnet", "transformer"}
+    for record in timelines:
+        of, timeline = record["of"], record["value"]
+        controller = replay.auto_echo_controller(TASKS[of["task"]], of["placement"], of["max_factor"])
+        assert replay.redecide(timeline, controller) == timeline["decisions"], of
