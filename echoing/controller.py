@@ -49,6 +49,28 @@ held factor (a few increments of the count are noisy just below R); within a des
 and for "it cannot keep up", one window does. Bursts downstream of the echo stage (a
 text pipeline's bucketing) do not touch the count.
 
+**Lumpy input under the supply law.** A text pipeline that reads whole documents (or
+records of many rows) hands fresh input over in floods and stalls. In a flood the input
+keeps up at any factor, so a check's descent runs down to 1; in the next stall one
+window's fresh count reads R of 8 to infinity, often while the steps still run at their
+own rate on what the buffers after the echo stage hold. So the factor swung between 1 and
+``max_factor`` (the Transformer's replay at R = 4, ``docs/results/time_to_target.md``).
+When an estimate of R exceeds, within ``lumpy_window`` steps, 1.5 times a factor at which
+the input was just found to keep up, for the second time (once can be a real rise of R),
+the controller marks the input lumpy (:attr:`EchoController.lumpy`, said in the decision
+log), and from then on:
+
+* a check that finds the input keeping up holds that factor instead of halving it again
+  (the next check, ``supply_check_every_steps`` later, may go lower);
+* a window whose steps did not wait raises nothing in ``HOLD`` (nor starts the periodic
+  check, which waits for a window where the input keeps up), and in a ``CHECK`` returns at
+  most to the factor held before the check: the count lagged, the buffers covered it;
+* a window whose steps waited raises the factor to ``R * headroom``, at most doubling it.
+
+Smooth input never meets the condition twice (``tests/test_controller.py``), and on it the
+law is the one above: every committed ResNet timeline decides the same
+(``tests/test_time_to_target.py``).
+
 **What tuning costs under the supply law**, in step-times against ``e = R * headroom``
 from the first step:
 
@@ -236,9 +258,12 @@ class ControllerSettings:
       max_corrections: how many times ``VERIFY`` may move the factor in a row.
       lumpy_window: the input is taken to be lumpy when, within this many steps of
         concluding that R had fallen below a factor, the step waits for the input at that
-        factor or below; from then on the factor stays at or above ``headroom`` times the
-        median of the last ``lumpy_estimates`` estimates of R.
-      lumpy_estimates: how many of the latest estimates of R make that floor.
+        factor or below (the supply law: an estimate of R over 1.5 times that factor, a
+        second time); from then on the timing law keeps the factor at or above
+        ``headroom`` times the median of the last ``lumpy_estimates`` estimates of R, and
+        the supply law neither chains checks down nor raises without waiting steps (see
+        :mod:`echoing.controller`).
+      lumpy_estimates: how many of the latest estimates of R make that floor (timing law).
       pause_factor: a step longer than this many reference steps is taken as a pause
         the loop did not announce (an evaluation, a checkpoint): left out of every
         measurement and logged.
@@ -460,6 +485,7 @@ class EchoController:
         self._supply_law: Optional[bool] = None  # whether observe gets the fresh count (fixed by the first call)
         self._supply: list[tuple[int, float, int]] = []  # (step, timestamp, fresh) since the last window or restart
         self._check_from_hold = False
+        self._contradictions = 0
         self._enter(0)
 
     @property
@@ -867,12 +893,22 @@ class EchoController:
             self._estimates = (self._estimates + [(step, ratio)])[-3:]
             median = statistics.median(r for _, r in self._estimates)
             new = self._factor_for(median)
+            self._note_contradiction(step, ratio)
+            if self.lumpy:
+                if not waiting and self.phase == Phase.HOLD:
+                    return None  # Buffers after the echo stage covered the lag: no step waited.
+                new = min(new, self._held) if not waiting else min(new, round(2 * factor, 2))
             if self.phase == Phase.CHECK or abs(new / factor - 1) > settings.drift_tolerance:
                 return self._decide(step, new, Phase.HOLD, f"{supply}: R = {ratio:.2f} (median of the last "
                                                            f"{len(self._estimates)}: {median:.2f}); e = R x "
                                                            f"{settings.headroom:g}", rates)
         elif self.phase == Phase.CHECK:
             self._estimates = []
+            self._fell = (step, factor)
+            if self.lumpy and factor > 1:
+                return self._decide(step, factor, Phase.HOLD, f"{supply}: the input keeps up, so R <= {factor:g}; "
+                                                              "holding it (the input is lumpy: no further descent)",
+                                    rates)
             if factor <= 1:
                 self.ratio = min(self.ratio, 1.0) if math.isfinite(self.ratio) else 1.0
                 return self._decide(step, 1.0, Phase.HOLD, f"{supply}: the input keeps up at e=1; no echoing", rates)
@@ -884,7 +920,23 @@ class EchoController:
                                       f"{supply}; checking a lower factor", rates)
         return None
 
+    def _note_contradiction(self, step: int, ratio: float) -> None:
+        """Marks the input lumpy at the second estimate far above a factor it kept up at a moment before."""
+        settings = self.settings
+        if (self.lumpy or self._fell is None or step - self._fell[0] > settings.lumpy_window
+                or ratio <= self._fell[1] * LUMPY_CONTRADICTION):
+            return
+        self._contradictions += 1
+        fell, self._fell = self._fell, None
+        if self._contradictions >= 2:
+            self.lumpy = True
+            self._note = (f"the input is lumpy (it kept up at e={fell[1]:g} at step {fell[0]}, R = {ratio:.2f} now, a "
+                          "second time): from now on a raise needs steps that wait and at most doubles e, and a "
+                          "check that finds the input keeping up holds its factor")
+
     def _supply_check(self, step: int, factor: float, reason: str, rates) -> EchoDecision:
+        if self.phase == Phase.HOLD:
+            self._held = self.factor
         self._check_from_hold = self.phase == Phase.HOLD
         low = round(max(1.0, factor), 2)
         return self._decide(step, low, Phase.CHECK, f"{reason}; measuring e={low:g} (free while the buffer lasts)",
@@ -943,7 +995,7 @@ class EchoController:
 
     def _floor(self) -> float:
         """The lowest factor the controller sets: 1, or on lumpy input ``headroom`` x the recent R."""
-        if not self.lumpy:
+        if not self.lumpy or self._supply_law:
             return 1.0
         ratio = statistics.median(r for _, r in self._estimates)
         return round(min(self.settings.max_factor, max(1.0, ratio * self.settings.headroom)), 2)

@@ -429,3 +429,66 @@ def test_bad_fresh_counts_name_the_argument_and_the_value(calls, message):
 def test_a_fresh_count_needs_elements_per_step():
     with pytest.raises(ValueError, match=r"elements_per_step: the fresh count \(0\) needs .* got None"):
         EchoController(max_factor=8.0).observe(0, 0.0, fresh=0)
+
+
+def records(ratio, seed, steps=5000):
+    """The embedded text's documents split into records of at most 16 batches (benchmarks/controller_simulation.py)."""
+    return Scenario(ratio=ratio, steps=steps, lump_batches=4, lump_sigma=1.2, lump_buffer=256, lump_max_batches=16,
+                    seed=seed)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_with_the_fresh_count_lumpy_input_is_named_and_then_the_factor_neither_chains_down_nor_leaps(seed):
+    controller = supplied()
+    simulate(records(4.0, seed), controller=controller, count_fresh=True)
+    log = [str(d) for d in controller.decisions]
+    named = next(i for i, d in enumerate(controller.decisions) if "the input is lumpy" in d.reason)
+    after = controller.decisions[named + 1:]
+    assert controller.lumpy and len(after) > 10, log
+    # A check that finds the input keeping up holds its factor: no check follows a check.
+    assert not any(a.phase == b.phase == Phase.CHECK for a, b in zip(after, after[1:])), log
+    # A raise at most doubles the factor (and never leaps from 1 to max_factor on one stall).
+    assert all(d.factor <= 2 * d.previous_factor + 0.01 for d in after), log
+
+
+@pytest.mark.parametrize("scenario", [Scenario(ratio=4.0, steps=650), Scenario(ratio=4.0, steps=650, jitter=0.35, seed=2),
+                                      Scenario(ratio=schedule((0, 2), (300, 5)), steps=650),
+                                      Scenario(ratio=schedule((0, 6), (300, 1)), steps=650)],
+                         ids=["steady", "jitter", "rise", "fall"])
+def test_with_the_fresh_count_smooth_input_is_never_taken_for_lumpy(scenario):
+    controller = supplied()
+    simulate(scenario, controller=controller, count_fresh=True)
+    assert not controller.lumpy, [str(d) for d in controller.decisions]
+
+
+class Recorded:
+    """A controller that keeps the last observation it was given."""
+
+    def __init__(self, controller):
+        self.controller, self.last = controller, None
+
+    def observe(self, step, timestamp, fresh=None):
+        self.last = (step, timestamp, fresh)
+        return self.controller.observe(step, timestamp, fresh=fresh)
+
+    @property
+    def factor(self):
+        return self.controller.factor
+
+
+def test_with_the_fresh_count_a_lagging_count_without_waiting_steps_raises_nothing_once_lumpy():
+    recorded = Recorded(supplied())
+    simulate(records(4.0, 0, steps=3000), controller=recorded, count_fresh=True)
+    controller = recorded.controller
+    assert controller.lumpy
+    # Hold at the factor in force, then: steps at the step's own rate while the count stands still
+    # (the buffers after the echo stage serve them).
+    step, now, fresh = recorded.last
+    while controller.phase != Phase.HOLD:
+        step, now, fresh = step + 1, now + 1.0, fresh + int(64 / controller.factor)
+        controller.observe(step, now, fresh=fresh)
+    held, decisions = controller.factor, len(controller.decisions)
+    for _ in range(50):
+        step, now = step + 1, now + 1.0
+        controller.observe(step, now, fresh=fresh)
+    assert controller.factor <= held, [str(d) for d in controller.decisions[decisions:]]
