@@ -18,10 +18,12 @@ predicts the training instead, so that a controller can be screened in the 10:
 
 On the Transformer's committed timelines (``benchmarks/results/time_to_target.json``,
 training text in records of at most 64 kB) the predicted steps are within 5% of the steps
-training took at R = 2, and the predicted median time 0.97x the best fixed e's against
-1.01x trained. At R = 4 the timelines spend 40-46% of their steps at e = 8, which costs
-training more than the linear model says: it took 14-23% more steps than predicted, and
-the screen is too kind there (tests/test_screen_replay.py). When the text was read as
+training took at R = 2, and the predicted median time 0.98x the best fixed e's against
+0.99x trained. At R = 4 the timelines spend 11-34% of their steps at e = 8, which costs
+training more than the linear model says: it took 0-30% more steps than predicted (the
+more, the more time at 8), and the screen is too kind there, predicting 1.09x where
+training gave 1.20x (tests/test_screen_replay.py). The law before commit 2edb856 spent
+40-46% there, and training took 14-23% more steps than predicted. When the text was read as
 whole files (git show 452150c:benchmarks/screen_replay.py) the steps were within -13% to
 +5%. A screen tells a law that loses 30% from one that loses 10% where the factors stay
 below 8; ResNet's steps to target move more from seed to seed (500 to 775 at e = 4),
