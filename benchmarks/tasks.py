@@ -336,7 +336,7 @@ def release_in_background(holder: list) -> threading.Thread:
 # one record, the largest file (757 kB) stopped every run for 4-11 s at one point of the
 # data, and whether a run reached the target before it decided the R = 4 comparison
 # (git show 452150c:docs/results/time_to_target.md, "What decides R = 4"). At 64 kB the
-# longest step of a replay is at most 1.5 s and files of typical length stay whole (the
+# longest step of a replay is at most 2.0 s and files of typical length stay whole (the
 # median is 8 kB), so the read keeps the lumps of a file-by-file read.
 TASKS = {
     "resnet": task_for(TaskSettings("resnet", 128, 0.1, 50, 2000, 25, 2000, 0.80, {"depth": 8, "width": 16})),

@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from benchmarks import controller_simulation as sim
 from echoing.controller import PHASES, ControllerSettings, EchoController, Phase
 from echoing.simulation import Scenario, simulate
 
@@ -431,10 +432,9 @@ def test_a_fresh_count_needs_elements_per_step():
         EchoController(max_factor=8.0).observe(0, 0.0, fresh=0)
 
 
-def records(ratio, seed, steps=5000):
-    """The embedded text's documents split into records of at most 16 batches (benchmarks/controller_simulation.py)."""
-    return Scenario(ratio=ratio, steps=steps, lump_batches=4, lump_sigma=1.2, lump_buffer=256, lump_max_batches=16,
-                    seed=seed)
+def records(ratio, seed, steps=sim.DOCUMENT_STEPS):
+    """The embedded text's documents split into records of at most 16 batches, as the simulation benchmark reads them."""
+    return dataclasses.replace(sim.document_scenario(ratio, seed, sim.RECORD_BATCHES), steps=steps)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
