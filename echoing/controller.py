@@ -327,9 +327,6 @@ class ControllerSettings:
     supply_window_steps: int = 12
     supply_check_every_steps: Optional[int] = 60
     supply_check_divisor: float = 1.4
-    progress_slope: float = 0.15
-    lumpy_window_steps: int = 160
-    lumpy_explore_every: int = 3
     verbose: int = 0
 
     def __post_init__(self):
@@ -361,9 +358,6 @@ class ControllerSettings:
         check_int("supply_window_steps", self.supply_window_steps, low=2)
         check_int("supply_check_every_steps", self.supply_check_every_steps, low=1, none_ok=True)
         check_number("supply_check_divisor", self.supply_check_divisor, low=1.0, low_open=True)
-        check_number("progress_slope", self.progress_slope, low=0.0, low_open=True)
-        check_int("lumpy_window_steps", self.lumpy_window_steps, low=2)
-        check_int("lumpy_explore_every", self.lumpy_explore_every, low=2)
         if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
             raise ValueError(f"verbose: expected 0 or 1, got {self.verbose!r}")
 
@@ -496,9 +490,6 @@ class EchoController:
         self._supply: list[tuple[int, float, int]] = []  # (step, timestamp, fresh) since the last window or restart
         self._check_from_hold = False
         self._contradictions = 0
-        self._level_windows: dict[float, list[tuple[int, float]]] = {}  # level -> (steps, seconds) of its windows
-        self._lumpy_windows = 0
-        self._explored_at: dict[float, int] = {}
         self._enter(0)
 
     @property
@@ -558,7 +549,7 @@ class EchoController:
         typical = self._typical_duration()
         while self._pauses and self._pauses[0] <= step - _IMPLAUSIBLE_WINDOW_STEPS:
             self._pauses.popleft()
-        if typical is not None and duration > self._pause_limit(typical):
+        if typical is not None and duration > self.settings.pause_factor * typical:
             self._restart_measurement()
             self._supply = origin
             self._pauses.append(step)
@@ -582,16 +573,6 @@ class EchoController:
             self._supply.append(origin[0])
             return self._on_supply_step(step)
         return self._on_step(step)
-
-    def _pause_limit(self, typical: float) -> float:
-        """The shortest step taken as a pause the loop did not announce.
-
-        On lumpy input under the supply law a step may wait seconds for the input (a long
-        record, a buffer refilling), and a flood follows: the level search must time both,
-        or it times only the flood. There a pause is ``max_factor`` times longer.
-        """
-        limit = self.settings.pause_factor * typical
-        return limit * self.settings.max_factor if self.lumpy and self._supply_law else limit
 
     def _check_fresh(self, fresh) -> None:
         if fresh is not None and (isinstance(fresh, bool) or not isinstance(fresh, numbers.Integral) or fresh < 0):
@@ -862,8 +843,6 @@ class EchoController:
 
     def _on_supply_step(self, step: int) -> Optional[EchoDecision]:
         """PROBE, CHECK and HOLD from the fresh count: ``R = s * elements_per_step / fresh rate``."""
-        if self.lumpy:
-            return self._on_level_step(step)
         settings = self.settings
         first = self._phase_step + settings.supply_settle_steps
         entries = [entry for entry in self._supply if entry[0] >= first]
@@ -920,11 +899,9 @@ class EchoController:
             new = self._factor_for(median)
             self._note_contradiction(step, ratio)
             if self.lumpy:
-                # Just found lumpy: from here on the level search (_on_level_step) decides,
-                # starting at the level nearest the factor held.
-                level = self._nearest_level(min(new, 2 * factor) if waiting else factor)
-                return self._decide(step, level, Phase.HOLD, f"{supply}: R = {ratio:.2f} in one short window; "
-                                                             f"searching the levels from e={level:g}", rates)
+                if not waiting and self.phase == Phase.HOLD:
+                    return None  # Buffers after the echo stage covered the lag: no step waited.
+                new = min(new, self._held) if not waiting else min(new, round(2 * factor, 2))
             if self.phase == Phase.CHECK or abs(new / factor - 1) > settings.drift_tolerance:
                 return self._decide(step, new, Phase.HOLD, f"{supply}: R = {ratio:.2f} (median of the last "
                                                            f"{len(self._estimates)}: {median:.2f}); e = R x "
@@ -946,76 +923,6 @@ class EchoController:
             return self._supply_check(step, factor / settings.supply_check_divisor,
                                       f"{supply}; checking a lower factor", rates)
         return None
-
-    # The level search: lumpy input under the supply law.
-
-    def _levels(self) -> list[float]:
-        """``max_factor``, then down by factors of sqrt(2) to 1: the factors the level search sets."""
-        levels, level = [], self.settings.max_factor
-        while level > 1.0 + 1e-9:
-            levels.append(round(level, 2))
-            level /= math.sqrt(2)
-        return sorted(levels + [1.0])
-
-    def _nearest_level(self, factor: float) -> float:
-        return min(self._levels(), key=lambda level: abs(math.log(level / factor)))
-
-    def _cost(self, level: float) -> float:
-        """Seconds per unit of training progress at ``level``: its seconds per step x ``1 + a (e - 1)``."""
-        windows = self._level_windows[level]
-        seconds_per_step = sum(seconds for _, seconds in windows) / sum(steps for steps, _ in windows)
-        return seconds_per_step * (1 + self.settings.progress_slope * (level - 1))
-
-    def _on_level_step(self, step: int) -> Optional[EchoDecision]:
-        """Lumpy input: long windows at a few levels; hold the one with the least time per progress.
-
-        No factor near R stops the steps waiting on lumpy input, so where the waits
-        stop says nothing about the best factor. What does is the time a unit of training
-        progress takes: seconds per step (measured) times ``1 + progress_slope (e - 1)``
-        (what an echoed step is worth, a setting). Each window of ``lumpy_window_steps``
-        steps times one level; the controller holds the cheapest level it has timed and
-        every ``lumpy_explore_every``-th window times a neighbour (a factor of sqrt(2)
-        above or below), so that it follows a change of the input.
-        """
-        settings = self.settings
-        first = self._phase_step + settings.supply_settle_steps
-        entries = [entry for entry in self._supply if entry[0] >= first]
-        if len(entries) < 2 or entries[-1][0] - entries[0][0] < settings.lumpy_window_steps:
-            return None
-        (first_step, first_time, _), (last_step, last_time, _) = entries[0], entries[-1]
-        level = self.factor
-        windows = self._level_windows.setdefault(level, [])
-        windows.append((last_step - first_step, last_time - first_time))
-        del windows[:-3]  # The latest three: the input may change.
-        self._lumpy_windows += 1
-        self._supply = self._supply[-1:]
-        step_rate = (last_step - first_step) / (last_time - first_time)
-        self.window_rates.append((step, step_rate))
-        costs = {known: self._cost(known) for known in self._level_windows}
-        best = min(costs, key=lambda known: (costs[known], known))
-        levels = self._levels()
-        index = levels.index(best)
-        neighbours = [levels[i] for i in (index - 1, index + 1) if 0 <= i < len(levels)]
-        # Where the steps wait, a higher factor is the likelier gain: time it first.
-        waits = costs[best] * self._reference > 1 + settings.drift_tolerance
-        untimed = [neighbour for neighbour in sorted(neighbours, reverse=waits) if neighbour not in costs]
-        timed = ", ".join(f"e={known:g}: {costs[known] * self._reference:.2f}" for known in sorted(costs))
-        said = (f"e={level:g}: {step_rate:.1f} steps/s over {last_step - first_step} steps; step-times per unit of "
-                f"progress (a = {settings.progress_slope:g}): {timed}")
-        if untimed:
-            target, phase, why = untimed[0], Phase.CHECK, f"timing e={untimed[0]:g}"
-        elif self._lumpy_windows % settings.lumpy_explore_every == 0:
-            # The neighbour timed longest ago.
-            target = min(neighbours, key=lambda neighbour: self._explored_at.get(neighbour, -1))
-            phase, why = Phase.CHECK, f"timing e={target:g} again"
-        else:
-            target, phase, why = best, Phase.HOLD, f"holding the cheapest, e={best:g}"
-        if phase == Phase.CHECK:
-            self._explored_at[target] = step
-        if target == level:
-            self._phase_step = step - settings.supply_settle_steps  # No change of factor: no settling.
-            return None
-        return self._decide(step, target, phase, f"{said}; {why}", [(level, step_rate)])
 
     def _note_contradiction(self, step: int, ratio: float) -> None:
         """Marks the input lumpy at the second estimate far above a factor it kept up at a moment before."""
