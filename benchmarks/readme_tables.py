@@ -40,6 +40,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "time_to_target_wallclock": reporting.wallclock_table,
     "time_to_target_wallclock_best": lambda document: reporting.best_table(document, "wallclock"),
     "time_to_target_screen": lambda document: screen_replay.table(screen_replay.predict(document, "transformer")),
+    "time_to_target_seeds": reporting.paired_table,
     "critical_batch": critical_batch.table,
     "controller_simulation": controller_simulation.document_table,
     "auto_echo": auto_echo.table,
@@ -54,6 +55,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
 SOURCES = {name: "time_to_target" for name in ("time_to_target_replay", "time_to_target_best", "time_to_target_wallclock",
                                                 "time_to_target_wallclock_best", "time_to_target_commands",
                                                 "time_to_target_screen")}
+SOURCES["time_to_target_seeds_commands"] = "time_to_target_seeds"
 
 
 def commands_block(document: dict) -> str:
@@ -67,6 +69,7 @@ def _commands(document: dict) -> list[str]:
 
 
 RENDERERS["time_to_target_commands"] = commands_block
+RENDERERS["time_to_target_seeds_commands"] = commands_block
 
 
 def machines(document: dict) -> str:

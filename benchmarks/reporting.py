@@ -229,19 +229,10 @@ def best_rows(document: dict, mode: str = "replay") -> list[dict]:
         # AutoEcho's time over the best fixed e's, each seed against itself, and its two
         # factors: time per step (what the controller's choices cost on the host) times
         # steps to target (what training on its factors needed, crossing noise included).
-        versus, per_step, steps = [], [], []
-        for record in runs:
-            config = record["config"]
-            if config["task"] != task or config["ratio"] != ratio or not config.get("auto_echo"):
-                continue
-            twin = next((r for r in runs if r["config"]["task"] == task and r["config"]["ratio"] == ratio
-                         and not r["config"].get("auto_echo") and r["config"]["seed"] == config["seed"]
-                         and r["config"]["factor"] == best["factor"] and r["config"]["echo_shuffle"] == best["echo_shuffle"]
-                         and r["config"]["placement"] == best["placement"]), None)
-            if twin is not None:
-                versus.append(record["seconds"] / twin["seconds"])
-                per_step.append((record["seconds"] / record["steps"]) / (twin["seconds"] / twin["steps"]))
-                steps.append(record["steps"] / twin["steps"])
+        pairs = _auto_echo_pairs(runs, task, ratio, best)
+        versus = [pair["time"] for pair in pairs]
+        per_step = [pair["time_per_step"] for pair in pairs]
+        steps = [pair["steps"] for pair in pairs]
         out.append({"task": task, "ratio": ratio, "best_factor": best["factor"], "best_echo_shuffle": best["echo_shuffle"],
                     "best_placement": best["placement"], "best_speedup": _inverse(best["seconds_in_steps_vs_baseline"]),
                     "auto_speedup": _inverse(auto["seconds_in_steps_vs_baseline"]) if auto else None,
@@ -250,6 +241,56 @@ def best_rows(document: dict, mode: str = "replay") -> list[dict]:
                     "auto_time_vs_best": spread(versus), "auto_time_per_step_vs_best": spread(per_step),
                     "auto_steps_vs_best": spread(steps)})
     return out
+
+
+def _auto_echo_pairs(runs: list, task: str, ratio: float, fixed: dict) -> list[dict]:
+    """Each seed's AutoEcho run at ``task`` and ``ratio`` against the same seed's run of the ``fixed`` configuration.
+
+    ``fixed`` names the configuration by its ``factor``, ``echo_shuffle`` and ``placement``;
+    a seed without both runs is left out. Each pair holds the seed, both runs' steps, and
+    AutoEcho's time to target, time per step and steps over the fixed run's.
+    """
+    pairs = []
+    for record in runs:
+        config = record["config"]
+        if config["task"] != task or config["ratio"] != ratio or not config.get("auto_echo"):
+            continue
+        twin = next((r for r in runs if r["config"]["task"] == task and r["config"]["ratio"] == ratio
+                     and not r["config"].get("auto_echo") and r["config"]["seed"] == config["seed"]
+                     and r["config"]["factor"] == fixed["factor"] and r["config"]["echo_shuffle"] == fixed["echo_shuffle"]
+                     and r["config"]["placement"] == fixed["placement"]), None)
+        if twin is not None:
+            pairs.append({"seed": config["seed"], "auto_steps": record["steps"], "fixed_steps": twin["steps"],
+                          "time": record["seconds"] / twin["seconds"],
+                          "time_per_step": (record["seconds"] / record["steps"]) / (twin["seconds"] / twin["steps"]),
+                          "steps": record["steps"] / twin["steps"]})
+    return sorted(pairs, key=lambda pair: pair["seed"])
+
+
+def paired_table(document: dict, mode: str = "replay") -> str:
+    """Markdown: AutoEcho against each fixed configuration of the same task and R, seed by seed, then the median.
+
+    For a results file that times AutoEcho beside one fixed factor over many seeds (no
+    baseline needed): every AutoEcho run with a same-seed run of that factor is a pair.
+    """
+    runs = [r for r in document["results"]["runs"] if r["config"]["mode"] == mode and r.get("seconds")]
+    fixed_configs = sorted({(r["config"]["task"], r["config"]["ratio"], r["config"]["factor"], r["config"]["echo_shuffle"],
+                             r["config"]["placement"]) for r in runs if not r["config"].get("auto_echo")})
+    lines = ["| task | R | seed | fixed e (echo shuffle) | AutoEcho steps | fixed e's steps | AutoEcho time / fixed e's | "
+             "= time per step / fixed e's | x steps / fixed e's |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for task, ratio, factor, echo_shuffle, placement in fixed_configs:
+        pairs = _auto_echo_pairs(runs, task, ratio, {"factor": factor, "echo_shuffle": echo_shuffle,
+                                                      "placement": placement})
+        fixed = f"{factor:g} ({echo_shuffle})"
+        for pair in pairs:
+            lines.append(f"| {task} | {ratio:g} | {pair['seed']} | {fixed} | {pair['auto_steps']:,} | "
+                         f"{pair['fixed_steps']:,} | {pair['time']:.2f} | {pair['time_per_step']:.2f} | "
+                         f"{pair['steps']:.2f} |")
+        if pairs:
+            summary = [_fmt(spread([pair[key] for pair in pairs]), ".2f") for key in ("time", "time_per_step", "steps")]
+            lines.append(f"| {task} | {ratio:g} | median of {len(pairs)} | {fixed} | | | {summary[0]} | {summary[1]} | "
+                         f"{summary[2]} |")
+    return "\n".join(lines)
 
 
 def best_table(document: dict, mode: str = "replay") -> str:

@@ -249,6 +249,22 @@ def test_best_fixed_factor_and_auto_echo_against_it_seed_by_seed():
     assert "| resnet | 4 | 4 (1024) | 3.50x (3.00-4.00) | 2/2 |" in reporting.best_table({"results": {"runs": runs}})
 
 
+def test_paired_table_sets_each_seeds_auto_echo_beside_the_same_seeds_fixed_factor_without_a_baseline():
+    def record(seed, steps, seconds, auto=False):
+        config = dataclasses.asdict(T.RunConfig("replay", "resnet", "before_augment", None if auto else 2.0, 1024, seed,
+                                                2.0, auto_echo=auto, max_factor=8.0 if auto else None))
+        return {"config": config, "reached": True, "steps": steps, "fresh_examples": 1.0, "seconds": seconds}
+
+    runs = [record(3, 500, 15.0), record(3, 550, 15.0, auto=True), record(4, 400, 12.0), record(4, 400, 13.2, auto=True),
+            record(5, 450, 13.5)]  # Seed 5 has no AutoEcho run: no pair.
+    table = reporting.paired_table({"results": {"runs": runs}})
+    # Seed 3: the same time in 1.1x the steps; seed 4: 1.1x the time per step in the same steps.
+    assert "| resnet | 2 | 3 | 2 (1024) | 550 | 500 | 1.00 | 0.91 | 1.10 |" in table
+    assert "| resnet | 2 | 4 | 2 (1024) | 400 | 400 | 1.10 | 1.10 | 1.00 |" in table
+    assert "| resnet | 2 | median of 2 | 2 (1024) | | | 1.05 (1.00-1.10) | 1.00 (0.91-1.10) | 1.05 (1.00-1.10) |" in table
+    assert "| 5 |" not in table
+
+
 def test_wallclock_tables_take_seconds_against_the_same_seed_and_show_r_under_load():
     def record(factor, seed, seconds, auto=False):
         placement = "none" if factor == 1 else "before_augment"
