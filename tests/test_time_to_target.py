@@ -441,10 +441,11 @@ def test_every_committed_auto_echo_timeline_is_what_the_shipped_controller_decid
     from benchmarks import replay
     from benchmarks.screen_replay import RESULTS
 
-    document = results_io.read_results(RESULTS / "time_to_target.json")
-    timelines = document["results"]["auto_echo_timelines"]
-    assert {record["of"]["task"] for record in timelines} == {"resnet", "transformer"}
-    for record in timelines:
+    timelines = {name: results_io.read_results(RESULTS / f"{name}.json")["results"]["auto_echo_timelines"]
+                 for name in ("time_to_target", "time_to_target_seeds")}
+    assert {record["of"]["task"] for record in timelines["time_to_target"]} == {"resnet", "transformer"}
+    assert len(timelines["time_to_target_seeds"]) == 9
+    for record in timelines["time_to_target"] + timelines["time_to_target_seeds"]:
         of, timeline = record["of"], record["value"]
         controller = replay.auto_echo_controller(TASKS[of["task"]], of["placement"], of["max_factor"])
         assert replay.redecide(timeline, controller) == timeline["decisions"], of
