@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from benchmarks import (auto_echo, auto_echo_cpu, backends, controller_simulation, critical_batch, demo, reporting,
-                        results_io, screen_replay, service, throughput, xla_check)
+from benchmarks import (auto_echo, auto_echo_cpu, backends, controller_simulation, critical_batch, demo, opening_cost,
+                        reporting, results_io, screen_replay, service, throughput, xla_check)
 
 
 def shapes_baselines_table(document: dict) -> str:
@@ -41,6 +41,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "time_to_target_wallclock_best": lambda document: reporting.best_table(document, "wallclock"),
     "time_to_target_screen": lambda document: screen_replay.table(screen_replay.predict(document, "transformer")),
     "time_to_target_seeds": reporting.paired_table,
+    "opening_cost": opening_cost.table,
     "critical_batch": critical_batch.table,
     "controller_simulation": controller_simulation.document_table,
     "auto_echo": auto_echo.table,

@@ -80,6 +80,12 @@ from the first step:
   at most ``R / e_low - 1 <= 1`` step-time each, and only once the buffer is empty, for
   at most ``supply_settle_steps + supply_window_steps`` = 16 steps: at most 16 step-times,
   nothing where the buffer holds ``16 * (1 - e_low / R)`` batches (8 at worst);
+* in training, once: the search echoes at ``max_factor`` and then ``max_factor / 2`` for
+  16 steps each at the very start of training, which the step-times above do not count.
+  On the ResNet at R = 2 AutoEcho needed 1.14x e = 2's steps to target over nine seeds,
+  and 1.00x when its timelines were trained again with those 64 opening steps at the
+  factor it then held (``python -m benchmarks.opening_cost``,
+  ``docs/results/time_to_target.md``);
 * per periodic check: nothing while the buffer holds 6 batches (28 steps at 0.21
   batches per step);
 * R at or above ``max_factor``: the steps wait at every factor; a check makes them wait
