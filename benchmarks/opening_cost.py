@@ -31,7 +31,7 @@ from benchmarks import results_io
 
 def without_opening(factors: Sequence[float], *, held_from_step: int, held_factor: float) -> list[float]:
     """``factors`` with every step before ``held_from_step`` set to ``held_factor``."""
-    if not 0 <= held_from_step <= len(factors):
+    if isinstance(held_from_step, bool) or not isinstance(held_from_step, int) or not 0 <= held_from_step <= len(factors):
         raise ValueError(f"held_from_step: expected a step in [0, {len(factors)}], got {held_from_step!r}")
     return [float(held_factor)] * held_from_step + [float(f) for f in factors[held_from_step:]]
 
@@ -60,6 +60,9 @@ def measure(document: dict, fixed_factor: float, output: Path, log=print) -> res
     for timeline in document["results"]["auto_echo_timelines"]:
         of, value = timeline["of"], timeline["value"]
         if results.done(of):
+            continue
+        if value["held_from_step"] is None:
+            log(f"{of['task']} R={of['ratio']:g} seed={of['seed']}: never held a factor; no opening to remove")
             continue
         task = TASKS[of["task"]]
         factors = without_opening(value["factors"], held_from_step=value["held_from_step"],
