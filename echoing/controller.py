@@ -932,9 +932,7 @@ class EchoController:
 
     def _note_contradiction(self, step: int, ratio: float) -> None:
         """Marks the input lumpy at the second estimate far above a factor it kept up at a moment before."""
-        settings = self.settings
-        if (self.lumpy or self._fell is None or step - self._fell[0] > settings.lumpy_window
-                or ratio <= self._fell[1] * LUMPY_CONTRADICTION):
+        if not self._contradicts(step, ratio):
             return
         self._contradictions += 1
         fell, self._fell = self._fell, None
@@ -992,13 +990,21 @@ class EchoController:
         target = self._floor() if self.lumpy else self._factor_for(self.ratio)
         return max(min(target, 2 * factor), self._floor())
 
+    def _contradicts(self, step: int, ratio: float) -> bool:
+        """Whether ``ratio``, measured at ``step``, is far above a factor the input kept up at a moment before.
+
+        R was found to be at most ``_fell[1]`` within ``lumpy_window`` steps and is well above
+        it now: the input came in lumps (the timing law names it lumpy at once, the supply
+        law at the second time).
+        """
+        fell = self._fell
+        return (not self.lumpy and fell is not None and step - fell[0] <= self.settings.lumpy_window
+                and ratio > fell[1] * LUMPY_CONTRADICTION)
+
     def _record_estimate(self, step: int) -> None:
         """Keeps :attr:`ratio`, just measured with the step waiting for the input."""
         self._estimates = (self._estimates + [(step, self.ratio)])[-self.settings.lumpy_estimates:]
-        settings = self.settings
-        if (not self.lumpy and self._fell is not None and step - self._fell[0] <= settings.lumpy_window
-                and self.ratio > self._fell[1] * LUMPY_CONTRADICTION):
-            # R was found at most fell[1] a moment ago and is well above it now.
+        if self._contradicts(step, self.ratio):
             self.lumpy = True
             self._note = (f"the input is lumpy (R <= {self._fell[1]:g} at step {self._fell[0]}, {self.ratio:.2f} now), "
                           f"so e stays at or above {self._floor():g} from now on")
