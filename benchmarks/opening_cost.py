@@ -36,14 +36,23 @@ def without_opening(factors: Sequence[float], *, held_from_step: int, held_facto
     return [float(held_factor)] * held_from_step + [float(f) for f in factors[held_from_step:]]
 
 
-def _steps(record: Optional[dict]) -> Optional[int]:
+def _trained_steps(runs: list, config: dict) -> Optional[int]:
+    record = next((r for r in runs if r["config"] == config), None)
+    return record["steps"] if record is not None else None
+
+
+def _fixed_steps(runs: list, of: dict, factor: float) -> Optional[int]:
+    """The same seed's sample run at ``factor`` with AutoEcho's placement and echo shuffle."""
+    record = next((r for r in runs if r["config"]["mode"] == "sample" and r["config"]["task"] == of["task"]
+                   and r["config"]["seed"] == of["seed"] and r["config"]["factor"] == factor
+                   and r["config"]["placement"] == of["placement"] and r["config"]["echo_shuffle"] == of["echo_shuffle"]),
+                  None)
     return record["steps"] if record is not None else None
 
 
 def measure(document: dict, fixed_factor: float, output: Path, log=print) -> results_io.ResultsFile:
     """Trains every AutoEcho timeline of ``document`` without its opening; resumable, one record per timeline."""
     from benchmarks.tasks import TASKS
-    from benchmarks.time_to_target import RunConfig, find_sample
     from benchmarks.training import train_to_target
 
     results = results_io.ResultsFile(output, {"fixed_factor": fixed_factor}, key=lambda record: record["of"])
@@ -56,8 +65,6 @@ def measure(document: dict, fixed_factor: float, output: Path, log=print) -> res
             log(f"{of['task']} R={of['ratio']:g} seed={of['seed']}: never held a factor; no opening to remove")
             continue
         task = TASKS[of["task"]]
-        # The same seed's sample run at the fixed factor, with AutoEcho's placement and echo shuffle.
-        fixed = RunConfig("sample", of["task"], of["placement"], fixed_factor, of["echo_shuffle"], of["seed"])
         factors = without_opening(value["factors"], held_from_step=value["held_from_step"],
                                   held_factor=value["held_factor"])
         log(f"{of['task']} R={of['ratio']:g} seed={of['seed']}: e={value['held_factor']:g} for the "
@@ -66,8 +73,8 @@ def measure(document: dict, fixed_factor: float, output: Path, log=print) -> res
                                   factor_schedule=factors, log=lambda line: None)
         results.add({"of": of, "held_factor": value["held_factor"], "held_from_step": value["held_from_step"],
                      "steps_without_opening": trained["steps"], "reached": trained["reached"],
-                     "steps_with_opening": _steps(next((r for r in runs if r["config"] == of), None)),
-                     "fixed_factor": fixed_factor, "fixed_steps": _steps(find_sample(runs, fixed))})
+                     "steps_with_opening": _trained_steps(runs, of),
+                     "fixed_factor": fixed_factor, "fixed_steps": _fixed_steps(runs, of, fixed_factor)})
     return results
 
 
