@@ -873,10 +873,6 @@ class EchoController:
             # micro-batches are not (a step of 8 examples takes 8 steps of a 64-element one).
             ratio = max(ratio, factor * reference / step_rate)
         outrun = not waiting and ratio <= factor * (1 + settings.drift_tolerance)
-        if self.lumpy and self.phase != Phase.PROBE:
-            outrun = not waiting
-            if waiting:
-                ratio = factor * reference / step_rate
         if (self.phase == Phase.CHECK and outrun and self._check_from_hold and factor > 1
                 and entries[-1][0] - entries[0][0] < 2 * window):
             # "The input keeps up" starts a descent: one window's few increments of the count
