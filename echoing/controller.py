@@ -333,8 +333,6 @@ class ControllerSettings:
     supply_window_steps: int = 12
     supply_check_every_steps: Optional[int] = 60
     supply_check_divisor: float = 1.4
-    lumpy_raise: float = 1.15
-    lumpy_lower: float = 1.05
     verbose: int = 0
 
     def __post_init__(self):
@@ -366,8 +364,6 @@ class ControllerSettings:
         check_int("supply_window_steps", self.supply_window_steps, low=2)
         check_int("supply_check_every_steps", self.supply_check_every_steps, low=1, none_ok=True)
         check_number("supply_check_divisor", self.supply_check_divisor, low=1.0, low_open=True)
-        check_number("lumpy_raise", self.lumpy_raise, low=1.0, low_open=True)
-        check_number("lumpy_lower", self.lumpy_lower, low=1.0, low_open=True)
         if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
             raise ValueError(f"verbose: expected 0 or 1, got {self.verbose!r}")
 
@@ -876,8 +872,6 @@ class EchoController:
             # empty their rate is e * u: R = e * s / rate, exact where the count's few
             # micro-batches are not (a step of 8 examples takes 8 steps of a 64-element one).
             ratio = max(ratio, factor * reference / step_rate)
-        if self.lumpy:
-            return self._track_waits(step, step_rate, waiting)
         outrun = not waiting and ratio <= factor * (1 + settings.drift_tolerance)
         if (self.phase == Phase.CHECK and outrun and self._check_from_hold and factor > 1
                 and entries[-1][0] - entries[0][0] < 2 * window):
@@ -911,7 +905,9 @@ class EchoController:
             new = self._factor_for(median)
             self._note_contradiction(step, ratio)
             if self.lumpy:
-                return self._track_waits(step, step_rate, waiting)
+                if not waiting and self.phase == Phase.HOLD:
+                    return None  # Buffers after the echo stage covered the lag: no step waited.
+                new = min(new, self._held) if not waiting else min(new, round(2 * factor, 2))
             if self.phase == Phase.CHECK or abs(new / factor - 1) > settings.drift_tolerance:
                 return self._decide(step, new, Phase.HOLD, f"{supply}: R = {ratio:.2f} (median of the last "
                                                            f"{len(self._estimates)}: {median:.2f}); e = R x "
@@ -919,6 +915,10 @@ class EchoController:
         elif self.phase == Phase.CHECK:
             self._estimates = []
             self._fell = (step, factor)
+            if self.lumpy and factor > 1:
+                return self._decide(step, factor, Phase.HOLD, f"{supply}: the input keeps up, so R <= {factor:g}; "
+                                                              "holding it (the input is lumpy: no further descent)",
+                                    rates)
             if factor <= 1:
                 self.ratio = min(self.ratio, 1.0) if math.isfinite(self.ratio) else 1.0
                 return self._decide(step, 1.0, Phase.HOLD, f"{supply}: the input keeps up at e=1; no echoing", rates)
@@ -929,25 +929,6 @@ class EchoController:
             return self._supply_check(step, factor / settings.supply_check_divisor,
                                       f"{supply}; checking a lower factor", rates)
         return None
-
-    def _track_waits(self, step: int, step_rate: float, waiting: bool) -> Optional[EchoDecision]:
-        """The supply law on lumpy input: every window, up by ``lumpy_raise`` if its steps waited, else down by ``lumpy_lower``."""
-        settings, factor = self.settings, self.factor
-        self._supply = self._supply[-1:]  # The next window starts here.
-        self.window_rates.append((step, step_rate))
-        if waiting:
-            new, said = factor * settings.lumpy_raise, "the steps waited"
-        else:
-            # The step was the bottleneck: its rate refines s, as in HOLD.
-            self._reference = 0.5 * (self._reference + step_rate)
-            new, said = factor / settings.lumpy_lower, "no step waited"
-        new = round(min(settings.max_factor, max(1.0, new)), 2)
-        if new == factor:
-            return None
-        return self._decide(step, new, Phase.HOLD,
-                            f"e={factor:g}: {step_rate:.1f} steps/s against {self._reference:.1f}: {said}; the input "
-                            f"is lumpy, so e {'rises' if new > factor else 'falls'} by "
-                            f"{settings.lumpy_raise if new > factor else settings.lumpy_lower:g}x", [(factor, step_rate)])
 
     def _note_contradiction(self, step: int, ratio: float) -> None:
         """Marks the input lumpy at the second estimate far above a factor it kept up at a moment before."""
