@@ -41,6 +41,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "time_to_target_wallclock_best": lambda document: reporting.best_table(document, "wallclock"),
     "time_to_target_screen": lambda document: screen_replay.table(screen_replay.predict(document, "transformer")),
     "time_to_target_seeds": reporting.paired_table,
+    "time_to_target_seeds_fixed": reporting.fixed_steps_table,
     "opening_cost": opening_cost.table,
     "critical_batch": critical_batch.table,
     "controller_simulation": controller_simulation.document_table,
@@ -57,6 +58,7 @@ SOURCES = {name: "time_to_target" for name in ("time_to_target_replay", "time_to
                                                 "time_to_target_wallclock_best", "time_to_target_commands",
                                                 "time_to_target_screen")}
 SOURCES["time_to_target_seeds_commands"] = "time_to_target_seeds"
+SOURCES["time_to_target_seeds_fixed"] = "time_to_target_seeds"
 
 
 def commands_block(document: dict) -> str:

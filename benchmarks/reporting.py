@@ -293,6 +293,43 @@ def paired_table(document: dict, mode: str = "replay") -> str:
     return "\n".join(lines)
 
 
+def fixed_steps_table(document: dict) -> str:
+    """Markdown: each fixed factor's steps to target seed by seed, and its steps over the lowest factor's.
+
+    For a results file with sample runs of nearby factors over many seeds: how far apart
+    two configurations that train almost alike land is the noise a comparison of steps
+    to target carries on that task.
+
+    >>> run = lambda factor, seed, steps: {"config": {"mode": "sample", "task": "t", "placement": "p", "echo_shuffle": 8,
+    ...     "factor": factor, "seed": seed, "auto_echo": False}, "steps": steps, "reached": True}
+    >>> print(fixed_steps_table({"results": {"runs": [run(2.0, 0, 100), run(2.5, 0, 120), run(2.0, 1, 100), run(2.5, 1, 90)]}}))
+    | task | placement (echo shuffle) | seed | e = 2 | e = 2.5 |
+    |---|---|---:|---:|---:|
+    | t | p (8) | 0 | 100 | 120 |
+    | t | p (8) | 1 | 100 | 90 |
+    | t | p (8) | median over e = 2 | | 1.05 (0.90-1.20) |
+    """
+    runs = [r for r in document["results"]["runs"] if r["config"]["mode"] == "sample" and not r["config"].get("auto_echo")
+            and r.get("reached")]
+    groups = sorted({(r["config"]["task"], r["config"]["placement"], r["config"]["echo_shuffle"]) for r in runs})
+    factors = sorted({r["config"]["factor"] for r in runs})
+    lines = ["| task | placement (echo shuffle) | seed | " + " | ".join(f"e = {f:g}" for f in factors) + " |",
+             "|---|---|---:|" + "---:|" * len(factors)]
+    for task, placement, echo_shuffle in groups:
+        steps = {(r["config"]["factor"], r["config"]["seed"]): r["steps"] for r in runs
+                 if (r["config"]["task"], r["config"]["placement"], r["config"]["echo_shuffle"]) == (task, placement, echo_shuffle)}
+        label = f"| {task} | {placement} ({echo_shuffle}) |"
+        seeds = sorted({seed for _, seed in steps})
+        for seed in seeds:
+            lines.append(f"{label} {seed} | " + " | ".join(f"{steps[f, seed]:,}" if (f, seed) in steps else "-"
+                                                            for f in factors) + " |")
+        low = factors[0]
+        ratios = [spread([steps[f, seed] / steps[low, seed] for seed in seeds if (f, seed) in steps and (low, seed) in steps])
+                  for f in factors[1:]]
+        lines.append(f"{label} median over e = {low:g} | | " + " | ".join(_fmt(r, ".2f") for r in ratios) + " |")
+    return "\n".join(lines)
+
+
 def best_table(document: dict, mode: str = "replay") -> str:
     """Markdown: per R, the best fixed e's speedup, AutoEcho's, and AutoEcho's time over the best's (same seed)."""
     lines = ["| task | R | best fixed e (echo shuffle) | its speedup | AutoEcho reached | AutoEcho speedup | "
