@@ -82,10 +82,10 @@ from the first step:
   nothing where the buffer holds ``16 * (1 - e_low / R)`` batches (8 at worst);
 * in training, once: the search echoes at ``max_factor`` and then ``max_factor / 2`` for
   16 steps each at the very start of training, which the step-times above do not count.
-  On the ResNet at R = 2 AutoEcho needed 1.14x e = 2's steps to target over nine seeds,
-  and 1.00x when its timelines were trained again with those 64 opening steps at the
-  factor it then held (``python -m benchmarks.opening_cost``,
-  ``docs/results/time_to_target.md``);
+  On the ResNet at R = 2 AutoEcho's timelines needed 1.05x e = 2's steps to target over
+  nine seeds with that opening and 1.05x when trained again with its 64 opening steps at
+  the factor it then held (``python -m benchmarks.opening_cost``,
+  ``docs/results/time_to_target.md``): no cost nine seeds tell from the noise;
 * per periodic check: nothing while the buffer holds 6 batches (28 steps at 0.21
   batches per step);
 * R at or above ``max_factor``: the steps wait at every factor; a check makes them wait
