@@ -333,6 +333,7 @@ class ControllerSettings:
     supply_window_steps: int = 12
     supply_check_every_steps: Optional[int] = 60
     supply_check_divisor: float = 1.4
+    lumpy_supply_window_steps: int = 120
     verbose: int = 0
 
     def __post_init__(self):
@@ -364,6 +365,7 @@ class ControllerSettings:
         check_int("supply_window_steps", self.supply_window_steps, low=2)
         check_int("supply_check_every_steps", self.supply_check_every_steps, low=1, none_ok=True)
         check_number("supply_check_divisor", self.supply_check_divisor, low=1.0, low_open=True)
+        check_int("lumpy_supply_window_steps", self.lumpy_supply_window_steps, low=2)
         if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
             raise ValueError(f"verbose: expected 0 or 1, got {self.verbose!r}")
 
@@ -852,7 +854,7 @@ class EchoController:
         settings = self.settings
         first = self._phase_step + settings.supply_settle_steps
         entries = [entry for entry in self._supply if entry[0] >= first]
-        window = settings.supply_window_steps
+        window = self._supply_window_steps()
         measured = self._supply_window(entries)
         if self.phase == Phase.CHECK and measured is not None:
             # The latest window: just after the factor falls, the echo stage first empties the
@@ -873,7 +875,7 @@ class EchoController:
             # micro-batches are not (a step of 8 examples takes 8 steps of a 64-element one).
             ratio = max(ratio, factor * reference / step_rate)
         outrun = not waiting and ratio <= factor * (1 + settings.drift_tolerance)
-        if (self.phase == Phase.CHECK and outrun and self._check_from_hold and factor > 1
+        if (self.phase == Phase.CHECK and outrun and self._check_from_hold and factor > 1 and not self.lumpy
                 and entries[-1][0] - entries[0][0] < 2 * window):
             # "The input keeps up" starts a descent: one window's few increments of the count
             # are not enough to say so just below a held factor, where R is near. In a
@@ -957,7 +959,7 @@ class EchoController:
         in the window to the last, over at least three increments; a window of four times
         the length with fewer takes the plain count (the input is that slow).
         """
-        window = self.settings.supply_window_steps
+        window = self._supply_window_steps()
         if len(entries) < 2 or entries[-1][0] - entries[0][0] < window:
             return None
         (first_step, first_time, first_fresh), (last_step, last_time, last_fresh) = entries[0], entries[-1]
@@ -971,6 +973,12 @@ class EchoController:
         return None
 
     # Bookkeeping.
+
+    def _supply_window_steps(self) -> int:
+        """Steps per window of the supply law: on lumpy input, long enough to hold several lumps."""
+        settings = self.settings
+        return max(settings.supply_window_steps, settings.lumpy_supply_window_steps) if self.lumpy \
+            else settings.supply_window_steps
 
     def _factor_for(self, ratio: float) -> float:
         settings = self.settings

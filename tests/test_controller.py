@@ -338,6 +338,7 @@ def test_settings_may_be_given_whole_or_as_keywords():
     ("drain_steps", 0, ValueError), ("drop_steps", 0, ValueError), ("measure_steps", 1, ValueError),
     ("pause_factor", 1.0, ValueError), ("implausible_pauses", 1, ValueError), ("implausible_pauses", 2.0, TypeError),
     ("lumpy_window", -1, ValueError), ("lumpy_estimates", 0, ValueError),
+    ("lumpy_supply_window_steps", 1, ValueError), ("lumpy_supply_window_steps", 12.5, TypeError),
     ("verbose", -1, ValueError), ("verbose", True, ValueError),
 ])
 def test_bad_settings_name_the_argument_and_show_the_value(setting, value, error):
@@ -449,6 +450,27 @@ def test_with_the_fresh_count_lumpy_input_is_named_and_then_the_factor_neither_c
     assert not any(a.phase == b.phase == Phase.CHECK for a, b in zip(after, after[1:])), log
     # A raise at most doubles the factor (and never leaps from 1 to max_factor on one stall).
     assert all(d.factor <= 2 * d.previous_factor + 0.01 for d in after), log
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_with_the_fresh_count_lumpy_input_is_measured_over_windows_that_hold_several_records(seed):
+    controller = supplied()
+    simulate(records(4.0, seed, steps=3000), controller=controller, count_fresh=True)
+    named = next(i for i, d in enumerate(controller.decisions) if "the input is lumpy" in d.reason)
+    measured = [d for d in controller.decisions[named:] if d.rates]
+    gaps = [later.step - earlier.step for earlier, later in zip(measured, measured[1:])]
+    assert len(gaps) > 5 and min(gaps) >= controller.settings.lumpy_supply_window_steps, gaps
+
+
+@pytest.mark.parametrize("ratio", [2.0, 4.0])
+def test_with_the_fresh_count_long_windows_keep_lumpy_input_off_max_factor(ratio):
+    # One 12-step window reads a flood or a stall; a raise to a stall's estimate is a raise to max_factor.
+    def share_at_max(window):
+        controller = supplied(lumpy_supply_window_steps=window)
+        run = simulate(records(ratio, 0, steps=3000), controller=controller, count_fresh=True)
+        return sum(factor >= 8.0 for factor in run.factors) / len(run.factors)
+
+    assert share_at_max(120) <= share_at_max(12) - 0.15
 
 
 @pytest.mark.parametrize("scenario", [Scenario(ratio=4.0, steps=650), Scenario(ratio=4.0, steps=650, jitter=0.35, seed=2),
