@@ -918,7 +918,7 @@ class EchoController:
             if self.lumpy:
                 if not waiting and self.phase == Phase.HOLD:
                     return None  # Buffers after the echo stage covered the lag: no step waited.
-                new = min(new, self._held) if not waiting else min(new, round(settings.supply_check_divisor * factor, 2))
+                new = min(new, self._held) if not waiting else min(new, round(2 * factor, 2))
             if self.phase == Phase.CHECK or abs(new / factor - 1) > settings.drift_tolerance:
                 return self._decide(step, new, Phase.HOLD, f"{supply}: R = {ratio:.2f} (median of the last "
                                                            f"{len(self._estimates)}: {median:.2f}); e = R x "
