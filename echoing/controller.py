@@ -497,6 +497,7 @@ class EchoController:
         self._base: Optional[tuple[float, float]] = None  # (factor, rate) a probe compares with; None at the start
         self._corrections = 0
         self._estimates: list[tuple[int, float]] = []  # (step, R) measured where the step waited for the input
+        self._lumpy_readings: list[float] = []  # R read by the latest windows on lumpy input
         self._fell: Optional[tuple[int, float]] = None  # (step, factor) of the last conclusion "R <= factor"
         self.lumpy = False
         self.implausible = False
@@ -896,6 +897,9 @@ class EchoController:
         # Where the input keeps up, the echo stage waits for the step and reads exactly what
         # the steps use: ratio = factor. Above that, the input cannot keep up at this factor.
         rates = [(factor, step_rate)]
+        if self.lumpy and self.phase != Phase.PROBE:
+            # Every long window's reading, kept up or not: one window may still be one stall.
+            self._lumpy_readings = (self._lumpy_readings + [ratio])[-settings.lumpy_estimates:]
         supply = (f"e={factor:g}: {step_rate:.1f} steps/s, fresh input {fresh_rate:.1f} elements/s "
                   f"({ratio:.2f} x what a step at {self._reference:.1f} steps/s reads at e=1)")
         if outrun:
@@ -918,7 +922,8 @@ class EchoController:
             if self.lumpy:
                 if not waiting and self.phase == Phase.HOLD:
                     return None  # Buffers after the echo stage covered the lag: no step waited.
-                new = min(new, self._held) if not waiting else min(new, round(2 * factor, 2))
+                typical = self._factor_for(statistics.median(self._lumpy_readings or [ratio]))
+                new = min(typical, self._held) if not waiting else min(max(typical, factor), round(2 * factor, 2))
             if self.phase == Phase.CHECK or abs(new / factor - 1) > settings.drift_tolerance:
                 return self._decide(step, new, Phase.HOLD, f"{supply}: R = {ratio:.2f} (median of the last "
                                                            f"{len(self._estimates)}: {median:.2f}); e = R x "
