@@ -65,13 +65,18 @@ log), and from then on:
 * a window whose steps did not wait raises nothing in ``HOLD`` (nor starts the periodic
   check, which waits for a window where the input keeps up), and in a ``CHECK`` returns at
   most to the factor held before the check: the count lagged, the buffers covered it;
-* a window whose steps waited raises the factor to ``R * headroom``, at most doubling it;
 * every window spans ``lumpy_supply_window_steps`` (120) steps instead of
   ``supply_window_steps`` (12): a 12-step window reads one flood or one stall (R of 0.3
   to infinity on the Transformer's replay at R = 4), and a raise to a stall's reading is
   a raise to ``max_factor``; 120 steps hold several records (a record of 16 batches lasts
-  64 steps at R = 4). On the Transformer's replay at R = 4 the timelines spent 9-23% of
-  their steps to the target at 8 instead of 11-34% (``docs/results/time_to_target.md``).
+  64 steps at R = 4);
+* R is the median of the last ``lumpy_estimates`` (5) windows' readings, whether the
+  input kept up in them or not (where it kept up, the reading is what the steps drew): one
+  long window can still hold one long stall. A window whose steps waited raises the
+  factor to ``R * headroom``, at least keeping it and at most doubling it; a check whose
+  steps did not wait returns at most to that and to the factor held before the check.
+  The decision log's "median of the last n" is still that of the readings that could
+  not keep up, which the factor follows on smooth input.
 
 On smooth input (the simulated steady, jittered, rising and falling R of
 ``tests/test_controller.py``) the condition is not met twice, and the law is the one
@@ -279,7 +284,8 @@ class ControllerSettings:
         ``headroom`` times the median of the last ``lumpy_estimates`` estimates of R, and
         the supply law neither chains checks down nor raises without waiting steps (see
         :mod:`echoing.controller`).
-      lumpy_estimates: how many of the latest estimates of R make that floor (timing law).
+      lumpy_estimates: how many of the latest estimates of R make that floor (timing law),
+        and how many of the latest windows' readings make R on lumpy input (supply law).
       pause_factor: a step longer than this many reference steps is taken as a pause
         the loop did not announce (an evaluation, a checkpoint): left out of every
         measurement and logged.

@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import statistics
 
 import pytest
 
@@ -462,15 +463,45 @@ def test_with_the_fresh_count_lumpy_input_is_measured_over_windows_that_hold_sev
     assert len(gaps) > 5 and min(gaps) >= controller.settings.lumpy_supply_window_steps, gaps
 
 
-@pytest.mark.parametrize("ratio", [2.0, 4.0])
-def test_with_the_fresh_count_long_windows_keep_lumpy_input_off_max_factor(ratio):
+def test_with_the_fresh_count_long_windows_keep_lumpy_input_off_max_factor():
     # One 12-step window reads a flood or a stall; a raise to a stall's estimate is a raise to max_factor.
     def share_at_max(window):
         controller = supplied(lumpy_supply_window_steps=window)
-        run = simulate(records(ratio, 0, steps=3000), controller=controller, count_fresh=True)
+        run = simulate(records(2.0, 0, steps=3000), controller=controller, count_fresh=True)
         return sum(factor >= 8.0 for factor in run.factors) / len(run.factors)
 
     assert share_at_max(120) <= share_at_max(12) - 0.15
+
+
+class Readings:
+    """A controller that records, at each of its decisions, the readings of R it had kept."""
+
+    def __init__(self, controller):
+        self.controller, self.kept = controller, []
+
+    def observe(self, step, timestamp, fresh=None):
+        readings = list(self.controller._lumpy_readings)
+        decision = self.controller.observe(step, timestamp, fresh=fresh)
+        if decision is not None:
+            self.kept.append((decision, readings + [self.controller.ratio]))
+        return decision
+
+    @property
+    def factor(self):
+        return self.controller.factor
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_with_the_fresh_count_a_raise_on_lumpy_input_goes_no_higher_than_the_median_reading(seed):
+    recorded = Readings(supplied())
+    simulate(records(4.0, seed, steps=3000), controller=recorded, count_fresh=True)
+    controller = recorded.controller
+    named = next(i for i, (d, _) in enumerate(recorded.kept) if "the input is lumpy" in d.reason)
+    raises = [(d, readings) for d, readings in recorded.kept[named + 1:] if d.factor > d.previous_factor]
+    assert len(raises) > 3
+    for decision, readings in raises:
+        median = statistics.median(readings[-controller.settings.lumpy_estimates:])
+        assert decision.factor <= max(controller._factor_for(median), decision.previous_factor) + 0.01, decision
 
 
 @pytest.mark.parametrize("scenario", [Scenario(ratio=4.0, steps=650), Scenario(ratio=4.0, steps=650, jitter=0.35, seed=2),
