@@ -105,7 +105,8 @@ from the first step:
   check, within 60 steps, and the descent that follows halves the factor every 16 steps;
 * on lumpy input no factor near R stops the steps waiting, so there is no bound: on the
   Transformer's replay (records of up to 16 batches) AutoEcho took 1.02x the best fixed
-  factor's time to target at R = 2 and 1.21x at R = 4 (``docs/results/time_to_target.md``).
+  factor's time to target at R = 2 and 0.99x at R = 4 (median of 3 seeds,
+  ``docs/results/time_to_target.md``).
 
 On the simulated loop (``python -m benchmarks.controller_simulation``, the ``fresh count``
 rows of ``benchmarks/results/controller_simulation.json``) that is no time lost at R = 2,
