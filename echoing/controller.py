@@ -319,7 +319,7 @@ class ControllerSettings:
         (> 1). It costs nothing while the buffer lasts, so it can be gentle: 1.4 drains
         about 0.2 batches per step at ``e = 1.1 R``.
       lumpy_supply_window_steps: steps per window of the supply law once the input is
-        named lumpy (>= 2; at least ``supply_window_steps``): long enough to hold several
+        named lumpy (at least ``supply_window_steps``): long enough to hold several
         of its lumps, so that one stall does not read as R.
       verbose: 1 prints each decision as one sentence.
     """
@@ -381,7 +381,7 @@ class ControllerSettings:
         check_int("supply_window_steps", self.supply_window_steps, low=2)
         check_int("supply_check_every_steps", self.supply_check_every_steps, low=1, none_ok=True)
         check_number("supply_check_divisor", self.supply_check_divisor, low=1.0, low_open=True)
-        check_int("lumpy_supply_window_steps", self.lumpy_supply_window_steps, low=2)
+        check_int("lumpy_supply_window_steps", self.lumpy_supply_window_steps, low=self.supply_window_steps)
         if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
             raise ValueError(f"verbose: expected 0 or 1, got {self.verbose!r}")
 
@@ -998,8 +998,7 @@ class EchoController:
     def _supply_window_steps(self) -> int:
         """Steps per window of the supply law: on lumpy input, long enough to hold several lumps."""
         settings = self.settings
-        return max(settings.supply_window_steps, settings.lumpy_supply_window_steps) if self.lumpy \
-            else settings.supply_window_steps
+        return settings.lumpy_supply_window_steps if self.lumpy else settings.supply_window_steps
 
     def _factor_for(self, ratio: float) -> float:
         settings = self.settings
