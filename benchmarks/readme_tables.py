@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from benchmarks import (auto_echo, auto_echo_cpu, backends, controller_simulation, critical_batch, demo, opening_cost,
-                        reporting, results_io, screen_replay, service, throughput, xla_check)
+from benchmarks import (auto_echo, backends, controller_sweep, critical_batch, demo, reporting, results_io, service,
+                        throughput, xla_check)
 
 
 def shapes_baselines_table(document: dict) -> str:
@@ -39,14 +39,11 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "time_to_target_best": reporting.best_table,
     "time_to_target_wallclock": reporting.wallclock_table,
     "time_to_target_wallclock_best": lambda document: reporting.best_table(document, "wallclock"),
-    "time_to_target_screen": lambda document: screen_replay.table(screen_replay.predict(document, "transformer")),
     "time_to_target_seeds": reporting.paired_table,
     "time_to_target_seeds_fixed": reporting.fixed_steps_table,
-    "opening_cost": opening_cost.table,
     "critical_batch": critical_batch.table,
-    "controller_simulation": controller_simulation.document_table,
+    "controller_sweep": controller_sweep.document_table,
     "auto_echo": auto_echo.table,
-    "auto_echo_cpu": auto_echo_cpu.table,
     "xla_check": xla_check.table,
     "backends": backends.table,
     "service": service.table,
@@ -55,8 +52,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
 
 # Tables drawn from another table's results file.
 SOURCES = {name: "time_to_target" for name in ("time_to_target_replay", "time_to_target_best", "time_to_target_wallclock",
-                                                "time_to_target_wallclock_best", "time_to_target_commands",
-                                                "time_to_target_screen")}
+                                                "time_to_target_wallclock_best", "time_to_target_commands")}
 SOURCES["time_to_target_seeds_commands"] = "time_to_target_seeds"
 SOURCES["time_to_target_seeds_fixed"] = "time_to_target_seeds"
 

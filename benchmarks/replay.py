@@ -121,23 +121,6 @@ def auto_echo_controller(task: Task, placement: str, max_factor: float) -> echoi
     return echoing.EchoController(max_factor=max_factor, elements_per_step=task.echo_elements_per_step(placement))
 
 
-def redecide(timeline: dict, controller: echoing.EchoController) -> list[str]:
-    """The decisions ``controller`` takes on a replayed timeline's step times, as text.
-
-    The replay's controller saw these very timestamps (less their common origin), so a
-    controller with the same law and settings takes the same decisions: if it does not,
-    the timeline was recorded with another controller and says nothing about this one.
-
-    >>> timeline = {"seconds": [0.1 * (step + 1) for step in range(30)], "decisions": []}
-    >>> redecide(timeline, echoing.EchoController(max_factor=4.0))[0]
-    "step 0: echo factor 4 -> 4 (probe): measuring the step's own rate at e=4, where the input is outrun"
-    """
-    fresh = timeline.get("fresh")
-    for step, seconds in enumerate(timeline["seconds"]):
-        controller.observe(step, seconds, fresh[step] if fresh else None)
-    return [str(d) for d in controller.decisions]
-
-
 def seconds_per_batch(task: Task, config, *, batches: int = 40, warmup: int = 5) -> float:
     """Mean seconds between batches of a pipeline pulled as fast as it goes (no step)."""
     source = [iter(task.train_dataset(config))]  # Its only reference: released at the end.

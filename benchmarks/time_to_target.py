@@ -314,13 +314,14 @@ def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsF
                                  factor=factor)
         held = [d for d in controller.decisions if d.phase == "hold"]
         return {**timeline, "held_factor": held[0].factor if held else None,
-                "held_from_step": held[0].step if held else None}
+                "held_from_step": held[0].step if held else None, "law": echoing.controller.LAW}
 
     timeline = results.measure_once("auto_echo_timelines", dataclasses.asdict(run), timed)
-    if replay.redecide(timeline, replay.auto_echo_controller(task, run.placement, run.max_factor)) != timeline["decisions"]:
-        raise RuntimeError(f"{run.describe()}: the saved AutoEcho timeline was recorded with another controller (its "
-                           "decisions differ from this one's on the same step times); delete it from "
-                           "auto_echo_timelines in the results file and time it again with --time-only, alone")
+    if timeline.get("law") != echoing.controller.LAW:
+        raise RuntimeError(f"{run.describe()}: the saved AutoEcho timeline was recorded with another law "
+                           f"({timeline.get('law', 'before laws were named')!r}, this one is {echoing.controller.LAW!r}); "
+                           "delete it from auto_echo_timelines in the results file and time it again with --time-only, "
+                           "alone")
     log(f"  AutoEcho held e={timeline['held_factor']:.2f} from step {timeline['held_from_step']}"
         if timeline["held_factor"] else "  AutoEcho never held a factor")
     if not train:

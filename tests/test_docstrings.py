@@ -75,4 +75,4 @@ def test_benchmark_commands_examples_run(name):
 
 def test_the_benchmarks_split_into_shared_parts_and_commands():
     assert {"benchmarks.replay", "benchmarks.results_io", "benchmarks.tasks", "benchmarks.training"} <= set(BENCHMARK_PARTS)
-    assert {"benchmarks.demo", "benchmarks.time_to_target", "benchmarks.controller_simulation"} <= set(BENCHMARK_COMMANDS)
+    assert {"benchmarks.demo", "benchmarks.time_to_target", "benchmarks.controller_sweep"} <= set(BENCHMARK_COMMANDS)

@@ -41,7 +41,7 @@ def test_pipelines_import_no_benchmark():
 def test_experiments_import_only_the_shared_parts():
     modules = modules_of("benchmarks")
     experiments = set(modules) - SHARED - REPORT
-    assert {"demo", "time_to_target", "auto_echo", "auto_echo_cpu", "xla_check", "controller_simulation"} <= experiments
+    assert {"demo", "time_to_target", "auto_echo", "xla_check", "controller_sweep"} <= experiments
     for name in experiments:
         used = {m.split(".")[1] for m in modules[name] if m.startswith("benchmarks.")}
         assert used <= SHARED, f"{name} imports the experiment(s) {sorted(used - SHARED)}"

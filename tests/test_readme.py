@@ -55,7 +55,7 @@ def test_every_generated_table_is_current():
     # Tables are rewritten by `python -m benchmarks.readme_tables` from benchmarks/results/.
     assert readme_tables.stale_tables() == []
     marked = {name for path in readme_tables.pages() for name in re.findall(r"<!-- table:(\w+) -->", path.read_text())}
-    assert {"demo", "time_to_target", "time_to_target_best", "controller_simulation", "throughput"} <= marked
+    assert {"demo", "time_to_target", "time_to_target_best", "controller_sweep", "throughput"} <= marked
 
 
 def test_every_relative_link_resolves_inside_the_repository():

@@ -432,20 +432,3 @@ def test_a_tasks_pipeline_settings_cannot_override_what_every_run_sets():
     task = TINY_TASKS["transformer"].with_settings(pipeline={"seed": 3})
     with pytest.raises(ValueError, match="pipeline: 'seed' is set by every run"):
         task.pipeline_config("none", 1.0, 0, 0)
-
-
-def test_every_committed_auto_echo_timeline_is_what_the_shipped_controller_decides():
-    # A change to echoing.EchoController that decides otherwise on a committed timeline leaves
-    # that timeline, and the time to target trained on it, stale: they must be timed and
-    # trained again (docs/results/time_to_target.md lists the commands).
-    from benchmarks import replay
-    from benchmarks.screen_replay import RESULTS
-
-    timelines = {name: results_io.read_results(RESULTS / f"{name}.json")["results"]["auto_echo_timelines"]
-                 for name in ("time_to_target", "time_to_target_seeds")}
-    assert {record["of"]["task"] for record in timelines["time_to_target"]} == {"resnet", "transformer"}
-    assert len(timelines["time_to_target_seeds"]) == 9
-    for record in timelines["time_to_target"] + timelines["time_to_target_seeds"]:
-        of, timeline = record["of"], record["value"]
-        controller = replay.auto_echo_controller(TASKS[of["task"]], of["placement"], of["max_factor"])
-        assert replay.redecide(timeline, controller) == timeline["decisions"], of

@@ -1,0 +1,368 @@
+"""The echo controller on a randomized family of training loops: its distribution against the best fixed factor.
+
+Each case is a loop of :mod:`echoing.simulation` drawn at random (:func:`draw_case`):
+
+* R log-uniform in 0.5-16 (a third of the cases keep it, a third change it at once at a
+  step in 300-900, a third ramp it to another R over 300-1,000 steps), ``max_factor`` 4,
+  8 or 16;
+* an output buffer of 2-64 batches and an upstream prefetch of 1-32 (log-uniform);
+* half read batch by batch, half in lumps of 2-32 batches (fixed or log-normal);
+* step-time jitter 0-40% and read jitter 0-50%; steps of 10-300 ms;
+* in half the cases, an unannounced pause of 0.1-5 s every 50-1,000 steps;
+* ``steps_per_execution`` 1, 2, 4 or 8; cold or warm starts (buffers empty, or full of
+  batches made at the variable's first value, 1).
+
+Every case runs the controller as shipped (given the fresh count: the supply law; given
+the timestamps alone: the timing law) and every fixed factor of a grid from 1 to
+``max_factor`` (ratio 1.1), each until it reaches the same training progress, a step at
+factor e making ``1 / (1 + c (e - 1))`` of a fresh step's. ``c`` is a task's own: 0.19
+for the Transformer and 0.05 for the ResNet (:data:`SLOPES`), so every case is judged at
+both. Figures, per case and slope: the controller's time over the best fixed factor's
+(``over_best``), over no echo's (``over_none``), over ``max_factor``'s where R stays at
+or above it, and after a change of R the share of steps from 150 steps after it whose
+factor is within [0.85, 1.5] of the new R (clipped to ``[1, max_factor]``).
+
+The law was designed on cases drawn from seeds 1000 and up; the committed results and
+the CI slice (``tests/test_controller_sweep.py``) use seeds 0-199, which it was never
+tuned on. Run ``python -m benchmarks.controller_sweep`` (about a minute on 2 cores;
+``--cases 30`` for a slice). It writes ``controller_sweep.json`` and a plot of the
+distributions to ``runs/`` (``--output-dir benchmarks/results`` for the committed ones);
+``python -m benchmarks.readme_tables`` makes the page's tables from the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import math
+import multiprocessing
+import random
+import statistics
+from pathlib import Path
+from typing import Callable, Optional
+
+import echoing
+from echoing.simulation import ELEMENTS_PER_STEP, Run, Scenario, simulate
+from benchmarks import results_io
+
+# Progress per step at factor e is 1 / (1 + c (e - 1)). 0.19 gives the Transformer's
+# sample-mode steps to target at e = 1, 2, 4 (1,750, 2,050, 2,700: benchmarks/progress.py);
+# 0.05 is the ResNet's (benchmarks/results/time_to_target.json, sample runs at R = 4:
+# e = 4 needed 1.15x e = 1's steps, and 1.15 = 1 + 0.05 * 3).
+SLOPES = (0.05, 0.19)
+# The training progress every run reaches, in fresh steps: long enough for a change of R
+# at step 900 and 1,000 steps after it at e = 1.
+PROGRESS = 1500.0
+# Fixed factors: 1 and then 1.1 times apart up to max_factor (which is in the grid too).
+GRID_RATIO = 1.1
+# A change of R is judged from this many steps after it (the issue's target).
+SETTLE_AFTER_CHANGE = 150
+FIRST_REPORTED_SEED = 0
+FIRST_TUNING_SEED = 1000
+
+
+class Law(str, enum.Enum):
+    SUPPLY = "supply"  # observe(step, timestamp, fresh)
+    TIMING = "timing"  # observe(step, timestamp)
+
+
+class Change(str, enum.Enum):
+    NONE = "none"
+    STEP = "step"
+    RAMP = "ramp"
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One drawn loop: the scenario's settings, with R's schedule as plain numbers."""
+
+    seed: int
+    ratio: float
+    ratio_after: float
+    change: Change
+    change_step: int
+    change_steps: int
+    max_factor: float
+    step_seconds: float
+    step_jitter: float
+    upstream_jitter: float
+    buffer_batches: int
+    upstream_batches: int
+    lump_batches: int
+    lump_sigma: float
+    pause_seconds: float
+    pause_every_steps: int
+    steps_per_execution: int
+    warm: bool
+
+    def ratio_at(self, step: int) -> float:
+        if self.change == Change.NONE or step < self.change_step:
+            return self.ratio
+        if self.change == Change.STEP or step >= self.change_step + self.change_steps:
+            return self.ratio_after
+        share = (step - self.change_step) / self.change_steps
+        return self.ratio * (self.ratio_after / self.ratio) ** share  # geometric ramp
+
+    def scenario(self, steps: int) -> Scenario:
+        return Scenario(ratio=self.ratio_at, steps=steps, step_seconds=self.step_seconds,
+                        step_jitter=self.step_jitter, upstream_jitter=self.upstream_jitter,
+                        buffer_batches=self.buffer_batches, upstream_batches=self.upstream_batches,
+                        lump_batches=self.lump_batches, lump_sigma=self.lump_sigma,
+                        pause_seconds=self.pause_seconds, pause_every_steps=self.pause_every_steps,
+                        steps_per_execution=self.steps_per_execution, warm=self.warm, seed=self.seed)
+
+    def record(self) -> dict:
+        return {**dataclasses.asdict(self), "change": self.change.value}
+
+    @classmethod
+    def from_record(cls, record: dict) -> "Case":
+        return cls(**{**record, "change": Change(record["change"])})
+
+
+def draw_case(seed: int) -> Case:
+    """The loop of seed ``seed`` (see the module docstring for the family)."""
+    rng = random.Random(seed)
+
+    def log_uniform(low: float, high: float) -> float:
+        return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+    change = rng.choice(list(Change))
+    lumpy = rng.random() < 0.5
+    paused = rng.random() < 0.5
+    return Case(
+        seed=seed, ratio=round(log_uniform(0.5, 16), 3), ratio_after=round(log_uniform(0.5, 16), 3), change=change,
+        change_step=rng.randint(300, 900), change_steps=1 if change != Change.RAMP else rng.randint(300, 1000),
+        max_factor=float(rng.choice([4, 8, 16])), step_seconds=round(log_uniform(0.01, 0.3), 4),
+        step_jitter=round(rng.uniform(0, 0.4), 3), upstream_jitter=round(rng.uniform(0, 0.5), 3),
+        buffer_batches=round(log_uniform(2, 64)), upstream_batches=round(log_uniform(1, 32)),
+        lump_batches=round(log_uniform(2, 32)) if lumpy else 1,
+        lump_sigma=round(rng.uniform(0.5, 1.2), 2) if lumpy and rng.random() < 0.5 else 0.0,
+        pause_seconds=round(log_uniform(0.1, 5), 2) if paused else 0.0,
+        pause_every_steps=round(log_uniform(50, 1000)), steps_per_execution=rng.choice([1, 2, 4, 8]),
+        warm=rng.random() < 0.5)
+
+
+def grid(max_factor: float) -> list[float]:
+    factors, factor = [], 1.0
+    while factor < max_factor - 1e-9:
+        factors.append(round(factor, 4))
+        factor *= GRID_RATIO
+    return factors + [max_factor]
+
+
+def max_steps(case: Case) -> int:
+    return math.ceil(PROGRESS * (1 + max(SLOPES) * (case.max_factor - 1))) + 10
+
+
+def run_case(case: Case, law: Law, factor: Optional[float] = None) -> Run:
+    """The case at a fixed ``factor``, or with the shipped controller following ``law``."""
+    scenario = case.scenario(max_steps(case))
+    if factor is not None:
+        return simulate(scenario, factor=factor, progress=PROGRESS, slope=max(SLOPES))
+    controller = echoing.EchoController(max_factor=case.max_factor,
+                                        elements_per_step=ELEMENTS_PER_STEP if law == Law.SUPPLY else None)
+    return simulate(scenario, factor=1.0, controller=controller, count_fresh=law == Law.SUPPLY,
+                    progress=PROGRESS, slope=max(SLOPES))
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """The controller on one case, under one law, judged at one progress slope.
+
+    Attributes:
+      seed, law, slope: which case, law and ``c``.
+      seconds: the controller's time to the progress.
+      best_seconds, best_factor: the best fixed factor's.
+      none_seconds: no echo's (factor 1).
+      max_seconds: ``max_factor``'s.
+      mean_factor: the controller's mean factor over its steps.
+      near_share: after a change of R, the share of steps from 150 after it whose factor
+        is within [0.85, 1.5] of the new R; ``nan`` without a change.
+      ratio_at_or_above_max: whether R is at or above ``max_factor`` throughout.
+    """
+
+    seed: int
+    law: Law
+    slope: float
+    seconds: float
+    best_seconds: float
+    best_factor: float
+    none_seconds: float
+    max_seconds: float
+    mean_factor: float
+    near_share: float
+    ratio_at_or_above_max: bool
+
+    @property
+    def over_best(self) -> float:
+        return self.seconds / self.best_seconds
+
+    @property
+    def over_none(self) -> float:
+        return self.seconds / self.none_seconds
+
+    @property
+    def over_max(self) -> float:
+        return self.seconds / self.max_seconds
+
+    def record(self) -> dict:
+        return {**dataclasses.asdict(self), "law": self.law.value}
+
+    @classmethod
+    def from_record(cls, record: dict) -> "Result":
+        return cls(**{**record, "law": Law(record["law"])})
+
+
+def near_share(case: Case, run: Run) -> float:
+    if case.change == Change.NONE:
+        return math.nan
+    start = case.change_step + case.change_steps - 1 + SETTLE_AFTER_CHANGE
+    judged = [(f, min(case.max_factor, max(1.0, r))) for f, r in zip(run.factors[start:], run.ratios[start:])]
+    if not judged:
+        return math.nan
+    return sum(0.85 * r <= f <= 1.5 * r for f, r in judged) / len(judged)
+
+
+def judge(case: Case) -> list[Result]:
+    """Every law and slope on ``case``: the controller's runs against the grid's."""
+    fixed = {factor: run_case(case, Law.SUPPLY, factor) for factor in grid(case.max_factor)}
+    results = []
+    for law in Law:
+        run = run_case(case, law)
+        for slope in SLOPES:
+            times = {f: r.time_to_progress(PROGRESS, slope) for f, r in fixed.items()}
+            best = min(times, key=times.get)
+            results.append(Result(
+                seed=case.seed, law=law, slope=slope, seconds=run.time_to_progress(PROGRESS, slope),
+                best_seconds=times[best], best_factor=best, none_seconds=times[1.0],
+                max_seconds=times[case.max_factor], mean_factor=statistics.fmean(run.factors),
+                near_share=near_share(case, run),
+                ratio_at_or_above_max=min(case.ratio, case.ratio_after if case.change != Change.NONE else case.ratio)
+                >= case.max_factor))
+    return results
+
+
+def sweep(seeds, processes: int = 2) -> tuple[list[Case], list[Result]]:
+    cases = [draw_case(seed) for seed in seeds]
+    if processes > 1:
+        with multiprocessing.get_context("fork").Pool(processes) as pool:
+            judged = pool.map(judge, cases, chunksize=4)
+    else:
+        judged = [judge(case) for case in cases]
+    return cases, [result for results in judged for result in results]
+
+
+def quantile(values: list, q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """The distribution of one law at one slope, and the targets it is held to."""
+
+    law: Law
+    slope: float
+    cases: int
+    p50: float
+    p95: float
+    worst: float
+    worst_seed: int
+    slower_than_none: int
+    max_cases: int
+    worst_over_max: float
+    change_cases: int
+    change_met: int
+
+    def record(self) -> dict:
+        return {**dataclasses.asdict(self), "law": self.law.value}
+
+    @classmethod
+    def from_record(cls, record: dict) -> "Summary":
+        return cls(**{**record, "law": Law(record["law"])})
+
+
+def summarize(results: list[Result], law: Law, slope: float) -> Summary:
+    mine = [r for r in results if r.law == law and r.slope == slope]
+    over = [r.over_best for r in mine]
+    worst = max(mine, key=lambda r: r.over_best)
+    at_max = [r for r in mine if r.ratio_at_or_above_max]
+    changed = [r for r in mine if not math.isnan(r.near_share)]
+    return Summary(law=law, slope=slope, cases=len(mine), p50=statistics.median(over), p95=quantile(over, 0.95),
+                   worst=worst.over_best, worst_seed=worst.seed,
+                   slower_than_none=sum(r.over_none > 1.0 + 1e-9 for r in mine), max_cases=len(at_max),
+                   worst_over_max=max((r.over_max for r in at_max), default=math.nan),
+                   change_cases=len(changed), change_met=sum(r.near_share >= 0.9 for r in changed))
+
+
+def table(summaries: list[Summary]) -> str:
+    lines = ["| law | c | cases | p50 | p95 | worst (seed) | slower than no echo | R >= max: worst over e = max "
+             "| after a change of R: >= 90% near R |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for s in summaries:
+        lines.append(f"| {s.law.value} | {s.slope:g} | {s.cases} | {s.p50:.3f} | {s.p95:.3f} | "
+                     f"{s.worst:.3f} ({s.worst_seed}) | {s.slower_than_none} | "
+                     f"{s.worst_over_max:.3f} ({s.max_cases} cases) | {s.change_met} of {s.change_cases} |")
+    return "\n".join(lines)
+
+
+def document_table(document: dict) -> str:
+    """The summaries' table from a results document (``python -m benchmarks.readme_tables``)."""
+    summaries = [Summary.from_record(record) for record in document["results"]["summaries"]]
+    settings = document["settings"]
+    return (table(summaries) + f"\n\n_From `benchmarks/results/controller_sweep.json`: `{document['command']}` "
+            f"(cases of seeds {settings['first_seed']}-{settings['first_seed'] + settings['cases'] - 1})._")
+
+
+def plot(results: list[Result], path: Path) -> Path:
+    """The distribution of ``over_best`` per law and slope (sorted, one line each)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 3.6))
+    for law in Law:
+        for slope in SLOPES:
+            values = sorted(r.over_best for r in results if r.law == law and r.slope == slope)
+            shares = [(i + 0.5) / len(values) for i in range(len(values))]
+            axis.plot(values, shares, label=f"{law.value} law, c = {slope:g}",
+                      linestyle="-" if law == Law.SUPPLY else "--")
+    axis.axvline(1.03, color="grey", linewidth=0.8)
+    axis.axvline(1.08, color="grey", linewidth=0.8, linestyle=":")
+    axis.set_xlabel("time to the same progress / the best fixed factor's")
+    axis.set_ylabel("share of cases")
+    axis.set_xlim(0.9, 1.4)
+    axis.legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=200, help="cases to draw (default 200)")
+    parser.add_argument("--first-seed", type=int, default=FIRST_REPORTED_SEED,
+                        help=f"the first case's seed (default {FIRST_REPORTED_SEED}; the law was designed on "
+                             f"{FIRST_TUNING_SEED} and up)")
+    parser.add_argument("--processes", type=int, default=2)
+    results_io.add_output_dir_argument(parser)
+    args = parser.parse_args(argv)
+    seeds = range(args.first_seed, args.first_seed + args.cases)
+    cases, results = sweep(seeds, args.processes)
+    summaries = [summarize(results, law, slope) for law in Law for slope in SLOPES]
+    print(table(summaries))
+    settings = {"cases": args.cases, "first_seed": args.first_seed, "slopes": list(SLOPES), "progress": PROGRESS,
+                "grid_ratio": GRID_RATIO, "settle_after_change": SETTLE_AFTER_CHANGE,
+                "controller": dataclasses.asdict(echoing.ControllerSettings())}
+    path = results_io.write_results("controller_sweep", settings, {
+        "cases": [c.record() for c in cases], "results": [r.record() for r in results],
+        "summaries": [s.record() for s in summaries]}, args.output_dir)
+    print(f"results: {path}")
+    print(f"plot: {plot(results, args.output_dir / 'controller_sweep.png')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""The rates at one echo factor, measured from the intervals since it was set, and what they say of R.
+
+A :class:`Measurement` collects the measured intervals at one factor into windows of at
+least :data:`WINDOW_STEPS` steps and sums them: the **step rate** (steps per second) and
+the **production rate** (output batches per second the echo stage made: the factor times
+the fresh batches it pulled per second; without a fresh count, the step rate). Sums over
+many windows, not the median of one, so that lumps and stalls count at their weight.
+
+Two things keep batches made before the factor in force out of a measurement:
+
+* the first :data:`SETTLE_STEPS` steps after a change are not measured (the echo
+  stage's micro-batch at the old factor);
+* while the first quarter of its windows reads a rate more than ``tolerance`` away from
+  the rest, that quarter is dropped: the buffers after the echo stage still held the old
+  factor's batches (a lower factor shows in the step rate only once they are drained),
+  or the upstream's prefetch still held stock that the echo stage pulled faster than the
+  input reads.
+
+A measurement is complete when it can tell, at two standard errors (from the spread of
+its windows), whether the production rate is below ``(1 - tolerance)`` times the step's
+own rate (**the input cannot keep up**: then ``R = e * s / production``) or not (**it
+keeps up**: ``R <= e``), or after :data:`MAX_STEPS` steps, when it says what its sums
+say. Lumpy input spreads the windows, so it is measured for longer, by construction.
+
+>>> m = Measurement(factor=2.0, tolerance=0.1, counted=True)
+>>> for step in range(40):  # Every step 0.1 s; half a fresh batch per step: production 10 a second.
+...     m.add(steps=1, seconds=0.1, fresh=0.5)
+>>> reading = m.reading(own_rate=20.0)
+>>> reading.input_bound, round(reading.ratio, 2), reading.complete
+(True, 4.0, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional
+
+# Steps per window: the spread of windows gives a measurement's standard error, and a
+# window of 8 steps holds 8 calls at steps_per_execution 1 and 1 at 8 (the sweep's range).
+WINDOW_STEPS = 8
+# Steps left unmeasured after a change of factor: the micro-batch the echo stage pulled
+# at the old factor lasts e steps (benchmarks/controller_sweep.py, cold starts).
+SETTLE_STEPS = 4
+# Windows a measurement needs at least, and the steps after which it decides on its sums:
+# a record of 32 fresh batches lasts 32 e steps, so 320 steps hold a few at e near R = 4.
+MIN_WINDOWS = 3
+MAX_STEPS = 320
+# Fresh micro-batches a counted reading needs before it may end early: a count of a few
+# pulls says little (three windows of a lumpy input's stall read "no input at all").
+MIN_PULLS = 8
+# Steps a reading needs before it may say the input keeps up: the floods between a lumpy
+# input's stalls last a record's batches times e (32 batches at e = 2 in the sweep).
+MIN_KEEPS_UP_STEPS = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """What a measurement says at one factor.
+
+    Attributes:
+      factor: the echo factor measured.
+      steps: steps measured (after settling and trimming).
+      step_rate: steps per second.
+      production_rate: output batches per second made by the echo stage.
+      error: the standard error of ``production_rate``, relative to it.
+      own_rate: the step's own rate it was compared with (``nan`` if unknown).
+      input_bound: whether the input could not keep up at ``factor``.
+      ratio: R if ``input_bound`` (``factor * own_rate / production_rate``), else ``nan``.
+      complete: whether the measurement can stop (decided at two standard errors, or
+        long enough).
+    """
+
+    factor: float
+    steps: int
+    step_rate: float
+    production_rate: float
+    error: float
+    own_rate: float
+    input_bound: bool
+    ratio: float
+    complete: bool
+
+
+class Measurement:
+    """Sums the intervals at one factor (see the module docstring).
+
+    Args:
+      factor: the echo factor in force.
+      tolerance: the input keeps up when its production is within this share of the
+        step's own rate.
+      counted: whether intervals carry the echo stage's fresh count.
+      opening: whether this is the opening's measurement of the step's own rate.
+    """
+
+    def __init__(self, factor: float, tolerance: float, counted: bool, opening: bool = False) -> None:
+        self.factor = float(factor)
+        self.tolerance = tolerance
+        self.counted = counted
+        self.settle_left = SETTLE_STEPS
+        self.windows: list[list[float]] = []  # [steps, seconds, fresh batches]
+        self._open = [0, 0.0, 0.0]
+        self.steps_seen = 0  # trimmed ones too
+        # The opening measures the step's own rate: its windows are judged by the step rate.
+        self.of_steps = opening or not counted
+
+    def add(self, steps: int, seconds: float, fresh: Optional[float]) -> None:
+        """Adds a measured interval."""
+        if self.settle_left > 0:
+            self.settle_left -= steps
+            return
+        self.steps_seen += steps
+        self._open[0] += steps
+        self._open[1] += seconds
+        self._open[2] += fresh or 0.0
+        # A window holds at least two of the echo stage's pulls where the step is
+        # outrun (one micro-batch lasts e steps), so that its fresh count is not all or nothing.
+        if self._open[0] >= max(WINDOW_STEPS, 0 if self.of_steps else self.factor):
+            self.windows.append(self._open)
+            self._open = [0, 0.0, 0.0]
+            self._trim()
+            while self.steps - self.windows[0][0] >= MAX_STEPS:
+                del self.windows[0]  # A held factor is read over a rolling horizon of MAX_STEPS.
+
+    @property
+    def steps(self) -> int:
+        return sum(w[0] for w in self.windows)
+
+    def _production(self, windows) -> float:
+        seconds = sum(w[1] for w in windows)
+        if not self.of_steps:
+            return self.factor * sum(w[2] for w in windows) / seconds
+        return sum(w[0] for w in windows) / seconds
+
+    def _trim(self) -> None:
+        while len(self.windows) >= 4 * 2:
+            quarter = len(self.windows) // 4
+            head, rest = self._production(self.windows[:quarter]), self._production(self.windows[quarter:])
+            if abs(head - rest) <= self.tolerance * rest:
+                return
+            del self.windows[:quarter]
+
+    def _error(self, rate: float) -> float:
+        """The standard error of the production rate (a ratio estimator), in batches per second.
+
+        Windows are taken in groups of about the square root of their number (batch
+        means), so that a lump spanning neighbouring windows counts once, not as agreement.
+        """
+        size = max(1, math.isqrt(len(self.windows)))
+        groups = [self.windows[i:i + size] for i in range(0, len(self.windows) - size + 1, size)]
+        n = len(groups)
+        if n < 2:
+            return math.inf
+        seconds = sum(w[1] for group in groups for w in group)
+        amount = (lambda w: w[0]) if self.of_steps else (lambda w: self.factor * w[2])
+        residuals = sum((sum(amount(w) - rate * w[1] for w in group)) ** 2 for group in groups)
+        return math.sqrt(residuals * n / (n - 1)) / seconds
+
+    def reading(self, own_rate: float) -> Optional[Reading]:
+        """What the windows so far say, compared with the step's own rate ``own_rate`` (nan if unknown)."""
+        if len(self.windows) < MIN_WINDOWS:
+            return None
+        steps = self.steps
+        seconds = sum(w[1] for w in self.windows)
+        production = self._production(self.windows)
+        error = self._error(production)
+        if not math.isfinite(own_rate):
+            # The opening: how fast do steps run where the input is outrun?
+            bound, complete = False, error <= self.tolerance / 2 * production or self.steps_seen >= MAX_STEPS
+        else:
+            threshold = (1 - self.tolerance) * own_rate
+            bound = production < threshold
+            pulls = sum(w[2] for w in self.windows)
+            confident = abs(production - threshold) >= 2 * error and (self.of_steps or pulls >= MIN_PULLS)
+            long_enough = bound or steps >= MIN_KEEPS_UP_STEPS
+            complete = (confident and long_enough) or self.steps_seen >= MAX_STEPS
+        ratio = math.nan if not bound else self.factor * own_rate / production if production > 0 else math.inf
+        relative = error / production if production > 0 else math.inf
+        return Reading(self.factor, steps, steps / seconds, production, relative, own_rate, bound, ratio, complete)

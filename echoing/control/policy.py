@@ -1,0 +1,146 @@
+"""What echo factor to run next, from the readings at the factors run so far: open, search, hold, check.
+
+The policy knows two rates: the step's own rate ``s`` (steps per second where the input
+keeps up) and, through each reading where it cannot, ``R = e * s / production``. It
+moves through four phases (:class:`Phase`):
+
+* ``OPEN``: ``max_factor``, where the input is outrun if anywhere: its step rate is ``s``.
+* ``SEARCH``: ``max_factor / 2``, halved while the input keeps up (R is below it), until
+  a reading says it cannot (then R is known) or the factor is 1 (training is not
+  input-bound).
+* ``HOLD``: ``headroom * R`` (within ``[1, max_factor]``). Every reading there either
+  finds the input keeping up (``s`` is refined) or not (R rose: the factor rises to the
+  new ``headroom * R`` at once).
+* ``CHECK``: after ``check_every_steps`` of holding, the factor is divided by
+  ``check_divisor``, below R: a reading there gives R afresh, and the factor returns to
+  ``headroom * R``; if the input keeps up even there, R fell, and the search goes on
+  down from there.
+
+A reading at a factor whose step rate beats ``s`` by more than the tolerance raises
+``s`` to it (the opening read a slower step: a cold start, an input slower than
+``max_factor`` steps); a raise of the factor that brought no faster steps lowers ``s``
+to the rate measured (the step got slower).
+
+>>> policy = Policy(max_factor=8.0, headroom=1.05, check_divisor=1.25, check_every_steps=200)
+>>> policy.factor, policy.phase.value
+(8.0, 'open')
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from typing import Optional
+
+from echoing.control.estimate import Reading
+
+
+class Phase(str, enum.Enum):
+    """What the controller is doing (a ``str``, so ``phase == "hold"`` holds too)."""
+
+    OPEN = "open"
+    SEARCH = "search"
+    HOLD = "hold"
+    CHECK = "check"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Cause(str, enum.Enum):
+    """Why a decision was taken (a ``str``)."""
+
+    START = "start"  # the opening factor
+    OWN_RATE = "own_rate"  # the opening measured the step's own rate
+    KEEPS_UP = "keeps_up"  # the input kept up at the factor: R is below it, the search goes lower
+    NOT_INPUT_BOUND = "not_input_bound"  # the input kept up at factor 1
+    MEASURED = "measured"  # the input could not keep up: R measured, factor set to headroom * R
+    INPUT_SLOWER = "input_slower"  # in HOLD the input fell behind: R rose, factor raised
+    SLOWER_THAN_MAX = "slower_than_max"  # the input cannot keep up even at max_factor
+    STEP_SLOWER = "step_slower"  # a raise brought no faster steps: the step's own rate is lower
+    CHECK = "check"  # a periodic check below the held factor
+    LEFT_OUT = "left_out"  # an interval was not measured (a pause, a clock that went back, ...)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Policy:
+    """The phases of the law (see the module docstring); :class:`echoing.EchoController` feeds it readings.
+
+    Args:
+      max_factor: the largest factor; the opening's.
+      headroom: the held factor is ``headroom * R``.
+      check_divisor: a check runs at the held factor over this.
+      check_every_steps: steps of holding between checks (``None``: never).
+      initial_factor: above 1, the search starts there instead of at ``max_factor / 2``.
+    """
+
+    def __init__(self, max_factor: float, headroom: float, check_divisor: float,
+                 check_every_steps: Optional[int], initial_factor: float = 1.0) -> None:
+        self.max_factor = float(max_factor)
+        self.headroom = headroom
+        self.check_divisor = check_divisor
+        self.check_every_steps = check_every_steps
+        self.initial_factor = float(initial_factor)
+        self.phase = Phase.OPEN if max_factor > 1 else Phase.HOLD
+        self.factor = self.max_factor
+        self.own_rate = math.nan
+        self.ratio = math.nan
+        self.held_since: Optional[int] = None
+        self._held = 1.0
+        self._last_raise: Optional[tuple[float, float]] = None  # (step rate before, factor before)
+
+    def clip(self, factor: float) -> float:
+        return min(self.max_factor, max(1.0, round(factor, 3)))
+
+    def next(self, step: int, reading: Reading) -> tuple[Phase, float, Cause]:
+        """The phase and factor after a complete ``reading`` taken at the factor in force, and why."""
+        if reading.step_rate > self.own_rate * (1 + 2 * _tol(reading)) or not math.isfinite(self.own_rate):
+            self.own_rate = reading.step_rate  # Steps this fast prove the step's own rate at least this.
+            if self.phase == Phase.OPEN:
+                start = self.initial_factor if self.initial_factor > 1 else self.max_factor / 2
+                return self._go(step, Phase.SEARCH, self.clip(start), Cause.OWN_RATE)
+        if self.phase == Phase.OPEN:  # a reading that was not faster than the last one's
+            start = self.initial_factor if self.initial_factor > 1 else self.max_factor / 2
+            return self._go(step, Phase.SEARCH, self.clip(start), Cause.OWN_RATE)
+        raised, self._last_raise = self._last_raise, None
+        if reading.input_bound and raised is not None and reading.step_rate < raised[0] * (1 + _tol(reading)):
+            self.own_rate = reading.step_rate  # The raise brought no faster steps: this is the step's rate.
+            self.ratio = reading.factor
+            return self._go(step, Phase.HOLD, reading.factor, Cause.STEP_SLOWER)
+        if reading.input_bound:
+            self.ratio = min(reading.ratio, 10 * self.max_factor)
+            target = self.clip(self.headroom * self.ratio)
+            if self.phase == Phase.HOLD:
+                if target <= reading.factor:
+                    cause = Cause.SLOWER_THAN_MAX if reading.factor >= self.max_factor else Cause.MEASURED
+                    return self._go(step, Phase.HOLD, reading.factor, cause, restart_hold=False)
+                self._last_raise = (reading.step_rate, reading.factor)
+                return self._go(step, Phase.HOLD, target, Cause.INPUT_SLOWER)
+            if target > reading.factor:
+                self._last_raise = (reading.step_rate, reading.factor)
+            cause = Cause.SLOWER_THAN_MAX if target >= self.max_factor and self.ratio >= self.max_factor else Cause.MEASURED
+            return self._go(step, Phase.HOLD, target, cause)
+        # The input kept up at this factor: R is at most it.
+        if self.phase == Phase.HOLD:
+            if (self.check_every_steps is not None and reading.factor > 1
+                    and step - self.held_since >= self.check_every_steps):
+                self._held = reading.factor
+                return self._go(step, Phase.CHECK, self.clip(reading.factor / self.check_divisor), Cause.CHECK)
+            return self._go(step, Phase.HOLD, reading.factor, Cause.KEEPS_UP, restart_hold=False)
+        if reading.factor <= 1:
+            self.ratio = 1.0
+            return self._go(step, Phase.HOLD, 1.0, Cause.NOT_INPUT_BOUND)
+        self.ratio = min(self.ratio, reading.factor) if math.isfinite(self.ratio) else reading.factor
+        return self._go(step, Phase.SEARCH, self.clip(reading.factor / 2), Cause.KEEPS_UP)
+
+    def _go(self, step: int, phase: Phase, factor: float, cause: Cause, restart_hold: bool = True):
+        if phase == Phase.HOLD and (restart_hold or self.held_since is None or self.phase != Phase.HOLD):
+            self.held_since = step
+        self.phase, self.factor = phase, factor
+        return phase, factor, cause
+
+
+def _tol(reading: Reading) -> float:
+    return max(0.05, reading.error)

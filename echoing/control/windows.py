@@ -1,0 +1,188 @@
+"""The loop's calls to ``observe`` turned into measured intervals, with what must not be measured left out.
+
+An interval runs from one call to the next: the steps it covers, its seconds, the fresh
+batches the echo stage pulled in it (the :class:`echoing.EchoStats` count over
+``elements_per_step``) and the factor in force. An interval is *left out* of every
+measurement, with a :class:`LeftOut` cause, when:
+
+* it follows :meth:`StepClock.interrupt` (the loop said the time was not training);
+* its clock or its fresh count went back (``stats.reset()``, a restored checkpoint);
+* its steps took :data:`PAUSE_FACTOR` typical steps longer than typical steps would
+  have (so a pause shows within ``steps_per_execution`` steps too), it is alone, and the
+  echo stage made no more meanwhile than the steps took (plus one micro-batch): a pause
+  the loop did not announce (a checkpoint save, a logging callback, an evaluation),
+  during which the buffers were full and the input stood still. Where the echo stage
+  made more, the input was working: a lump's stall, or a pause with room in the buffers,
+  whose time is the input's and counts. Without a fresh count, duration alone decides.
+  Long intervals that recur (:data:`RECURRING_LONG` within :data:`RECURRING_STEPS` steps)
+  are the input's own stalls (lumps, records read whole) and are measured, unless
+  the others are :data:`IMPLAUSIBLE_SPREAD` times shorter still: then the loop timestamps
+  steps when they are dispatched, not when they have run (JAX without blocking), and
+  nothing is measured while that goes on (``LeftOut.IMPLAUSIBLE``).
+
+A typical step is the median of the last :data:`TYPICAL_INTERVALS` intervals' per-step
+durations, so a slower input (longer steps) moves it within a few dozen steps.
+
+>>> clock = StepClock(elements_per_step=64)
+>>> clock.observe(0, 0.0, fresh=0, factor=2.0) is None  # The first call only starts the clock.
+True
+>>> interval = clock.observe(1, 0.1, fresh=64, factor=2.0)
+>>> interval.steps, interval.seconds, interval.fresh, interval.left_out
+(1, 0.1, 1.0, None)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import numbers
+from collections import deque
+from typing import Optional
+
+# A step over this many times the typical step is a pause, not input: an input-bound step
+# waits R / e step-times, and the law holds e near R, so a wait of 4 step-times is a
+# change of R no law would see within one step (the sweep in benchmarks/controller_sweep.py
+# draws pauses of 0.1-5 s every 50-1,000 steps against steps of 10-300 ms).
+PAUSE_FACTOR = 4.0
+# The typical step is the median of this many recent intervals: enough that the lumps of
+# an input read in large records (up to 32 batches in the sweep) do not move it.
+TYPICAL_INTERVALS = 31
+# This many long intervals within RECURRING_STEPS steps are not pauses but the input's
+# stalls: a record of L batches at e near R stalls every L e steps, so lumps up to 12
+# fresh batches-times-R recur within 48 steps (the sweep's lumps reach 32 batches).
+RECURRING_LONG = 4
+RECURRING_STEPS = 48
+# Recurring long intervals over this many times the typical one are not the input's: a
+# lump's stall is L R step-times, at most about 12 where it recurs within 48 steps, while
+# a JAX loop that timestamps at dispatch sees ~0.1 ms calls and a queue's worth of 10 ms
+# steps at once (examples/jax_loop.py).
+IMPLAUSIBLE_SPREAD = 50.0
+
+
+class LeftOut(str, enum.Enum):
+    """Why an interval is left out of every measurement."""
+
+    INTERRUPTED = "interrupted"
+    CLOCK_WENT_BACK = "clock_went_back"
+    COUNT_WENT_BACK = "count_went_back"
+    PAUSE = "pause"
+    IMPLAUSIBLE = "implausible"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """The steps between two calls of ``observe``.
+
+    Attributes:
+      end_step: the step index of the later call.
+      steps: steps covered (1, or ``steps_per_execution``).
+      seconds: their time.
+      fresh: fresh batches the echo stage pulled meanwhile (``None`` without a count).
+      factor: the echo factor in force.
+      left_out: ``None`` if measured, else why not.
+    """
+
+    end_step: int
+    steps: int
+    seconds: float
+    fresh: Optional[float]
+    factor: float
+    left_out: Optional[LeftOut] = None
+
+
+class StepClock:
+    """Turns ``observe(step, timestamp, fresh)`` calls into :class:`Interval` records.
+
+    Args:
+      elements_per_step: fresh elements per step without echo (the fresh count is
+        divided by it), or ``None`` when the loop gives no count.
+
+    Raises:
+      TypeError, ValueError: from :meth:`observe`, for a step that is not an int or does
+        not increase, a timestamp that is not a finite number, a fresh count that is not
+        an int >= 0, or a count given at some calls and not others.
+    """
+
+    def __init__(self, elements_per_step: Optional[int]) -> None:
+        self.elements_per_step = elements_per_step
+        self._last: Optional[tuple[int, float, Optional[int]]] = None
+        self._last_step: Optional[int] = None
+        self._counted: Optional[bool] = None
+        self._interrupted = False
+        self._durations: deque = deque(maxlen=TYPICAL_INTERVALS)
+        self._long: deque = deque()  # (step, per-step seconds) of the recent long intervals
+        self.implausible = False
+
+    def interrupt(self) -> None:
+        """The time until the next call is not training."""
+        self._interrupted = True
+
+    @property
+    def typical_step_seconds(self) -> Optional[float]:
+        """The median per-step duration of the recent measured intervals, or None before any."""
+        if not self._durations:
+            return None
+        ordered = sorted(self._durations)
+        return ordered[len(ordered) // 2]
+
+    def observe(self, step, timestamp, fresh, factor: float) -> Optional[Interval]:
+        """The interval since the previous call, or None for the first call (or the first after an interrupt)."""
+        step, timestamp, fresh = self._checked(step, timestamp, fresh)
+        last, self._last = self._last, (step, timestamp, fresh)
+        interrupted, self._interrupted = self._interrupted, False
+        if last is None:
+            return None
+        steps, seconds = step - last[0], timestamp - last[1]
+        counted = None if fresh is None else (fresh - last[2]) / self.elements_per_step
+        interval = Interval(step, steps, seconds, counted, float(factor))
+        if interrupted:
+            return dataclasses.replace(interval, left_out=LeftOut.INTERRUPTED)
+        if not seconds > 0:
+            return dataclasses.replace(interval, left_out=LeftOut.CLOCK_WENT_BACK)
+        if counted is not None and counted < 0:
+            return dataclasses.replace(interval, left_out=LeftOut.COUNT_WENT_BACK)
+        duration, typical = seconds / steps, self.typical_step_seconds
+        self._durations.append(duration)
+        while self._long and self._long[0][0] <= step - RECURRING_STEPS:
+            self._long.popleft()
+        long = typical is not None and len(self._durations) > 8 and seconds - steps * typical > PAUSE_FACTOR * typical
+        if long and counted is not None and counted * factor > steps + factor:
+            # The echo stage made more than the steps took (and a micro-batch): the input
+            # was working all along, so its time counts (a lump's stall, or a pause with
+            # room in the buffers, where the input's rate is what it was).
+            long = False
+        if long:
+            self._long.append((step, duration / typical))
+        if len(self._long) >= RECURRING_LONG:
+            if min(spread for _, spread in self._long) > IMPLAUSIBLE_SPREAD:
+                # Between the long waits of a full dispatch queue the steps look far too fast.
+                self.implausible = True
+                return dataclasses.replace(interval, left_out=LeftOut.IMPLAUSIBLE)
+            return interval  # The input's own stalls: measured.
+        if long:
+            return dataclasses.replace(interval, left_out=LeftOut.PAUSE)
+        return interval
+
+    def _checked(self, step, timestamp, fresh):
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+            raise TypeError(f"step: expected an int, got {type(step).__name__}: {step!r}")
+        if self._last_step is not None and step <= self._last_step:
+            raise ValueError(f"step: expected steps to increase, got {step} after {self._last_step}")
+        if isinstance(timestamp, bool) or not isinstance(timestamp, numbers.Real) or not math.isfinite(timestamp):
+            raise ValueError(f"timestamp: expected finite seconds, got {timestamp!r}")
+        if fresh is not None and (isinstance(fresh, bool) or not isinstance(fresh, numbers.Integral) or fresh < 0):
+            raise ValueError(f"fresh: expected a count of fresh elements (an int >= 0), got {fresh!r}")
+        if self._counted is None:
+            if fresh is not None and self.elements_per_step is None:
+                raise ValueError(f"elements_per_step: the fresh count ({fresh}) needs the fresh elements one step reads "
+                                 "without echo (the batch size when the stage echoes examples, 1 for batches); got None")
+            self._counted = fresh is not None
+        elif self._counted != (fresh is not None):
+            raise ValueError(f"fresh: give the fresh count at every call or at none; got {fresh!r} after "
+                             f"{'counts' if self._counted else 'none'}")
+        self._last_step = int(step)
+        return int(step), float(timestamp), None if fresh is None else int(fresh)
