@@ -4,9 +4,8 @@ Echoed steps train less than fresh ones. The model: a step at factor ``e`` makes
 ``1 / (1 + a (e - 1))`` of a fresh step's progress, so a run at a fixed ``e`` needs
 ``1 + a (e - 1)`` times the fresh run's steps, and a schedule of factors (AutoEcho's)
 reaches the target where its summed progress reaches the fresh run's steps. ``a`` is a
-task's own: :func:`benchmarks.screen_replay.progress_slope` fits it to the sample runs.
-The controller simulation (:mod:`benchmarks.controller_simulation`) times its
-``documents`` scenario to the Transformer's.
+task's own: :func:`progress_slope` fits it to the sample runs. The controller sweep
+(:mod:`benchmarks.controller_sweep`) judges its loops at slopes that bracket the tasks'.
 
 >>> steps_to_progress([2.0] * 100, progress_steps=10, slope=1.0)
 20
@@ -14,7 +13,11 @@ The controller simulation (:mod:`benchmarks.controller_simulation`) times its
 
 from __future__ import annotations
 
+import collections
+import statistics
 from typing import Optional
+
+from echoing import simulation
 
 # Progress per step at factor e, as a share of a fresh step's: 1 / (1 + PROGRESS_SLOPE (e - 1))
 # gives the Transformer's steps to target at e = 1, 2, 4 when it read whole files (1,750,
@@ -28,14 +31,34 @@ PROGRESS_STEPS = 1750
 
 def progress_per_step(factor: float, slope: float = PROGRESS_SLOPE) -> float:
     """A step's training progress at echo ``factor``, as a share of a fresh step's (see ``PROGRESS_SLOPE``)."""
-    return 1 / (1 + slope * (factor - 1))
+    return simulation.progress_per_step(factor, slope)
+
+
+def progress_slope(runs: list, task: str, placement: str, echo_shuffle: int) -> float:
+    """``a`` of the progress model, fitted by least squares to ``task``'s sample runs at fixed factors.
+
+    Each factor's median steps to target over e = 1's is ``1 + a (e - 1)``; ``runs`` are the
+    ``runs`` of a time_to_target results document.
+    """
+    steps = collections.defaultdict(list)
+    for record in runs:
+        config = record["config"]
+        if (config["task"] == task and config["mode"] == "sample" and not config.get("auto_echo") and record["reached"]
+                and (config["factor"] == 1.0 or (config["placement"], config["echo_shuffle"]) == (placement, echo_shuffle))):
+            steps[config["factor"]].append(record["steps"])
+    if 1.0 not in steps or len(steps) < 2:
+        raise ValueError(f"task: {task!r} has no sample runs at e=1 and at another factor with placement={placement!r} "
+                         f"and echo_shuffle={echo_shuffle!r} to fit the progress model on")
+    fresh = statistics.median(steps[1.0])
+    pairs = [(factor - 1, statistics.median(counts) / fresh - 1) for factor, counts in steps.items() if factor != 1.0]
+    return sum(x * y for x, y in pairs) / sum(x * x for x, _ in pairs)
 
 
 def steps_to_progress(factors, progress_steps: float = PROGRESS_STEPS, slope: float = PROGRESS_SLOPE) -> Optional[int]:
     """Steps, at the given factors one per step, until ``progress_steps`` fresh steps' progress; ``None`` if never.
 
-    The same model, fitted to a task's sample runs, predicts how many steps training on
-    a replayed AutoEcho timeline needs (:mod:`benchmarks.screen_replay`).
+    With ``slope`` fitted to a task's sample runs (:func:`progress_slope`), it predicts how
+    many steps training on a schedule of factors needs.
 
     >>> steps_to_progress([1.0] * 2000), steps_to_progress([4.0] * 2000)
     (1750, None)

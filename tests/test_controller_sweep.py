@@ -9,6 +9,7 @@ that makes it worse fails here in seconds; tighten them as the law improves.
 import pytest
 
 from benchmarks import controller_sweep as sweep
+from benchmarks import progress, results_io
 
 
 @pytest.fixture(scope="module")
@@ -30,3 +31,9 @@ def test_the_supply_law_holds_its_measured_distribution_on_the_slice(sliced, slo
     _, results = sliced
     summary = sweep.summarize(results, sweep.Law.SUPPLY, slope)
     assert summary.p50 <= 1.08 and summary.worst <= 2.5, summary
+
+
+def test_the_progress_slopes_the_sweep_cites_are_the_fits_to_the_committed_sample_runs():
+    runs = results_io.read_results(results_io.RESULTS_DIR / "time_to_target.json")["results"]["runs"]
+    assert progress.progress_slope(runs, "resnet", "before_augment", 1024) == pytest.approx(0.080, abs=0.0005)
+    assert progress.progress_slope(runs, "transformer", "example", 256) == pytest.approx(0.206, abs=0.0005)
