@@ -4,7 +4,9 @@
 ``min(e * u, s)`` steps per second, where ``u`` is the rate at which the input delivers
 fresh batches and ``s`` the step's own rate, so the best factor is ``R = s / u``. The
 controller opens at ``max_factor``, where the input is outrun, and reads ``s`` off the
-step rate. It then halves the factor until the input cannot keep up; there the echo
+step rate. It then halves the factor until the input cannot keep up (without the count
+it goes to 1 at once: a lower factor shows in the step rate only once the buffers
+drain); there the echo
 stage's production (``e`` times the fresh batches it pulls per second, from
 :class:`echoing.EchoStats`; the step rate without a count) gives ``R = e * s /
 production``, and it holds ``headroom * R``. Holding, every reading that finds the input
@@ -12,9 +14,11 @@ behind raises the factor to the new ``headroom * R`` at once, and every
 ``check_every_steps`` a check divides the factor by ``check_divisor`` to read R afresh
 (a faster input shows no other way). Every reading sums whole windows over a horizon
 that grows until it can tell, at two standard errors, whether the input keeps up (lumpy
-input is read for longer, up to 320 steps); it never uses batches made before the factor
-in force (it skips a settle and drops leading windows that disagree with the rest), and
-it leaves out pauses the loop did not announce, clocks and counts that go back.
+input is read for longer, up to 320 steps, and no one interval may hold half a reading's
+time); two raises in a row that bring no faster steps lower ``s``. A reading never uses
+batches made before the factor in force (it skips a settle and drops leading windows
+that disagree with the rest), and it leaves out pauses the loop did not announce,
+clocks and counts that go back.
 
 The parts, each with its tests: :mod:`echoing.control.windows` (intervals and what is left
 out), :mod:`echoing.control.estimate` (readings and R), :mod:`echoing.control.policy`
@@ -31,7 +35,7 @@ stage whose elements are examples, 64 to a step:
 >>> controller = EchoController(max_factor=8.0, elements_per_step=64)
 >>> run = simulate(Scenario(ratio=4.0, step_seconds=0.01, steps=400), controller=controller)
 >>> [(d.phase.value, d.cause.value, d.factor) for d in controller.decisions][:4]
-[('open', 'start', 8.0), ('search', 'own_rate', 4.0), ('search', 'keeps_up', 2.0), ('hold', 'measured', 4.2)]
+[('open', 'start', 8.0), ('search', 'own_rate', 4.0), ('search', 'keeps_up', 2.0), ('hold', 'measured', 4.35)]
 >>> round(controller.ratio, 1)
 4.0
 """
@@ -68,8 +72,9 @@ class ControllerSettings:
       initial_factor: above 1, the search after the opening starts at this factor (a
         warm estimate, ``R * headroom`` from :func:`echoing.measure_ratio`) instead of at
         ``max_factor / 2``; in ``[1, max_factor]``.
-      headroom: the held factor is ``headroom * R`` (> 0). 1.05: on the sweep's loops
-        the best fixed factor lies at 1.0-1.1 R (``docs/results/controller.md``).
+      headroom: the held factor is ``headroom * R`` (> 0): a little above R, so that the
+        input's jitter seldom makes a step wait, and a little only, since every copy
+        beyond R costs training progress.
       check_every_steps: steps of holding between checks of a lower factor (``None``:
         never; the factor then follows a slower input but not a faster one).
       check_divisor: a check runs at the held factor divided by this (> 1).
@@ -144,7 +149,7 @@ class EchoDecision:
             Cause.MEASURED: f"the input cannot keep up: R = {self.ratio:.3g}",
             Cause.INPUT_SLOWER: f"the input fell behind: R rose to {self.ratio:.3g}",
             Cause.SLOWER_THAN_MAX: f"the input cannot keep up even at max_factor (R = {self.ratio:.3g})",
-            Cause.STEP_SLOWER: f"a higher factor brought no faster steps: the step's own rate is {self.own_rate:.3g}",
+            Cause.STEP_SLOWER: f"two raises in a row brought no faster steps: the step's own rate is {self.own_rate:.3g}",
             Cause.CHECK: "checking a lower factor, to see whether R fell",
             Cause.LEFT_OUT: f"an interval was left out of every measurement ({self.left_out})",
         }[self.cause]
@@ -262,17 +267,18 @@ class EchoController:
             return self._record(int(step), self.phase, self.factor, cause, None)
         if interval is None:
             return None
+        if interval.left_out == LeftOut.INTERRUPTED:
+            return None  # The loop said so: nothing to log.
         if interval.left_out is not None:
             return self._left_out(interval)
-        self._measurement.add(interval.steps, interval.seconds, interval.fresh)
-        if self.settings.max_factor == 1:
+        if not self._measurement.add(interval.steps, interval.seconds, interval.fresh) or self.settings.max_factor == 1:
             return None
         reading = self._measurement.reading(self._policy.own_rate)
         if reading is None or not reading.complete:
             return None
         self.window_rates.append((interval.end_step, reading.step_rate))
         previous = self.factor
-        phase, factor, cause = self._policy.next(interval.end_step, reading)
+        phase, factor, cause = self._policy.next(interval.end_step, reading, self._measurement.counted)
         if factor != previous or cause != Cause.KEEPS_UP or phase != Phase.HOLD:
             self._measurement = Measurement(factor, self.settings.tolerance, self._measurement.counted,
                                             opening=not math.isfinite(self._policy.own_rate))

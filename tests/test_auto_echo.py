@@ -74,7 +74,7 @@ def test_at_r_one_half_it_stays_at_one():
     slow_model.compile()
     slow_rate = step_rate_alone(slow_model, config)
     limiter = RateLimiter(config.batch_size * slow_rate / 0.5)
-    auto, _ = auto_run(slow_model, limiter, config, steps=160)
+    auto, _ = auto_run(slow_model, limiter, config, steps=240)  # The timing law reads 128 steps at e = 1 before it says the input keeps up.
     holds = [d for d in auto.decisions if d.phase == "hold"]
     # A noisy neighbour may trigger another probe (harmless at R < 1); every factor held is 1.
     assert holds and all(d.factor <= 1.1 for d in holds), [str(d) for d in auto.decisions]

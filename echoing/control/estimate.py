@@ -24,7 +24,7 @@ say. Lumpy input spreads the windows, so it is measured for longer, by construct
 
 >>> m = Measurement(factor=2.0, tolerance=0.1, counted=True)
 >>> for step in range(40):  # Every step 0.1 s; half a fresh batch per step: production 10 a second.
-...     m.add(steps=1, seconds=0.1, fresh=0.5)
+...     closed = m.add(steps=1, seconds=0.1, fresh=0.5)
 >>> reading = m.reading(own_rate=20.0)
 >>> reading.input_bound, round(reading.ratio, 2), reading.complete
 (True, 4.0, True)
@@ -46,9 +46,15 @@ SETTLE_STEPS = 4
 # a record of 32 fresh batches lasts 32 e steps, so 320 steps hold a few at e near R = 4.
 MIN_WINDOWS = 3
 MAX_STEPS = 320
-# Fresh micro-batches a counted reading needs before it may end early: a count of a few
-# pulls says little (three windows of a lumpy input's stall read "no input at all").
-MIN_PULLS = 8
+# A counted window that saw no pull ends here anyway (a stall, a flood at a
+# high factor): a fifth of the horizon.
+MAX_WINDOW_STEPS = 64
+# The echo stage's pulls a counted reading needs before it may end early: a count of a
+# few pulls says little (three windows of a lumpy input's stall read "no input at all").
+MIN_PULLS = 4
+# The most of a reading's time one interval may hold before the reading may end early:
+# a 0.6 s pause in 24 steps of 10 ms read "R = 7.6" at R = 3 (tests/test_controller.py).
+LONGEST_SHARE = 0.5
 # Steps a reading needs before it may say the input keeps up: the floods between a lumpy
 # input's stalls last a record's batches times e (32 batches at e = 2 in the sweep).
 MIN_KEEPS_UP_STEPS = 64
@@ -98,29 +104,35 @@ class Measurement:
         self.tolerance = tolerance
         self.counted = counted
         self.settle_left = SETTLE_STEPS
-        self.windows: list[list[float]] = []  # [steps, seconds, fresh batches]
-        self._open = [0, 0.0, 0.0]
+        self.windows: list[list[float]] = []  # [steps, seconds, fresh batches, pulls, longest interval's seconds]
+        self._open = [0, 0.0, 0.0, 0, 0.0]
         self.steps_seen = 0  # trimmed ones too
         # The opening measures the step's own rate: its windows are judged by the step rate.
         self.of_steps = opening or not counted
 
-    def add(self, steps: int, seconds: float, fresh: Optional[float]) -> None:
-        """Adds a measured interval."""
+    def add(self, steps: int, seconds: float, fresh: Optional[float]) -> bool:
+        """Adds a measured interval; returns whether it closed a window (only then can the reading change)."""
         if self.settle_left > 0:
             self.settle_left -= steps
-            return
+            return False
         self.steps_seen += steps
         self._open[0] += steps
         self._open[1] += seconds
         self._open[2] += fresh or 0.0
-        # A window holds at least two of the echo stage's pulls where the step is
-        # outrun (one micro-batch lasts e steps), so that its fresh count is not all or nothing.
-        if self._open[0] >= max(WINDOW_STEPS, 0 if self.of_steps else self.factor):
-            self.windows.append(self._open)
-            self._open = [0, 0.0, 0.0]
-            self._trim()
-            while self.steps - self.windows[0][0] >= MAX_STEPS:
-                del self.windows[0]  # A held factor is read over a rolling horizon of MAX_STEPS.
+        self._open[3] += 1 if fresh else 0
+        self._open[4] = max(self._open[4], seconds)
+        # A counted window spans at least one of the echo stage's pulls, so that its fresh
+        # count is rarely none: echoing.echo pulls up to 64 elements at once, which is 8
+        # steps' worth at a batch of 8 and so 8 e steps; a stall ends it at MAX_WINDOW_STEPS.
+        pulled = self.of_steps or self._open[3] >= 1 or self._open[0] >= MAX_WINDOW_STEPS
+        if self._open[0] < WINDOW_STEPS or not pulled:
+            return False
+        self.windows.append(self._open)
+        self._open = [0, 0.0, 0.0, 0, 0.0]
+        self._trim()
+        while self.steps - self.windows[0][0] >= MAX_STEPS:
+            del self.windows[0]  # A held factor is read over a rolling horizon of MAX_STEPS.
+        return True
 
     @property
     def steps(self) -> int:
@@ -133,7 +145,7 @@ class Measurement:
         return sum(w[0] for w in windows) / seconds
 
     def _trim(self) -> None:
-        while len(self.windows) >= 4 * 2:
+        while len(self.windows) >= 8:  # Two windows in the quarter at least, so that one slow step is not a trend.
             quarter = len(self.windows) // 4
             head, rest = self._production(self.windows[:quarter]), self._production(self.windows[quarter:])
             if abs(head - rest) <= self.tolerance * rest:
@@ -170,9 +182,13 @@ class Measurement:
         else:
             threshold = (1 - self.tolerance) * own_rate
             bound = production < threshold
-            pulls = sum(w[2] for w in self.windows)
+            pulls = sum(w[3] for w in self.windows)
             confident = abs(production - threshold) >= 2 * error and (self.of_steps or pulls >= MIN_PULLS)
-            long_enough = bound or steps >= MIN_KEEPS_UP_STEPS
+            # Without a count a lower factor shows only once the buffers drain: wait longer.
+            long_enough = bound or steps >= MIN_KEEPS_UP_STEPS * (1 if self.counted else 2)
+            # No one interval decides: a stall or a pause that holds over LONGEST_SHARE of the
+            # time waits for more steps around it.
+            long_enough = long_enough and max(w[4] for w in self.windows) <= LONGEST_SHARE * seconds
             complete = (confident and long_enough) or self.steps_seen >= MAX_STEPS
         ratio = math.nan if not bound else self.factor * own_rate / production if production > 0 else math.inf
         relative = error / production if production > 0 else math.inf

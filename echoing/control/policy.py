@@ -7,7 +7,8 @@ moves through four phases (:class:`Phase`):
 * ``OPEN``: ``max_factor``, where the input is outrun if anywhere: its step rate is ``s``.
 * ``SEARCH``: ``max_factor / 2``, halved while the input keeps up (R is below it), until
   a reading says it cannot (then R is known) or the factor is 1 (training is not
-  input-bound).
+  input-bound). Without the fresh count the search goes to 1 at once: a lower factor
+  shows in the step rate only once the buffers drain, and they drain fastest at 1.
 * ``HOLD``: ``headroom * R`` (within ``[1, max_factor]``). Every reading there either
   finds the input keeping up (``s`` is refined) or not (R rose: the factor rises to the
   new ``headroom * R`` at once).
@@ -18,8 +19,8 @@ moves through four phases (:class:`Phase`):
 
 A reading at a factor whose step rate beats ``s`` by more than the tolerance raises
 ``s`` to it (the opening read a slower step: a cold start, an input slower than
-``max_factor`` steps); a raise of the factor that brought no faster steps lowers ``s``
-to the rate measured (the step got slower).
+``max_factor`` steps); two raises in a row that brought no faster steps lower ``s`` to
+the rate measured (it was read too high, or the step got slower).
 
 >>> policy = Policy(max_factor=8.0, headroom=1.05, check_divisor=1.25, check_every_steps=200)
 >>> policy.factor, policy.phase.value
@@ -33,6 +34,13 @@ import math
 from typing import Optional
 
 from echoing.control.estimate import Reading
+
+
+# Raises in a row that brought no faster steps before the step's own rate is taken to be
+# lower: one can be a rise of R between the two readings (tests/test_auto_echo.py, R 2 -> 5
+# mid-run), two in a row is an own rate read too high on a jittered step (the sweep's
+# seed 1041, 37% step jitter, ran away to max_factor without this rule).
+FUTILE_RAISES = 2
 
 
 class Phase(str, enum.Enum):
@@ -57,7 +65,7 @@ class Cause(str, enum.Enum):
     MEASURED = "measured"  # the input could not keep up: R measured, factor set to headroom * R
     INPUT_SLOWER = "input_slower"  # in HOLD the input fell behind: R rose, factor raised
     SLOWER_THAN_MAX = "slower_than_max"  # the input cannot keep up even at max_factor
-    STEP_SLOWER = "step_slower"  # a raise brought no faster steps: the step's own rate is lower
+    STEP_SLOWER = "step_slower"  # two raises in a row brought no faster steps: the step's own rate is lower
     CHECK = "check"  # a periodic check below the held factor
     LEFT_OUT = "left_out"  # an interval was not measured (a pause, a clock that went back, ...)
 
@@ -88,25 +96,32 @@ class Policy:
         self.own_rate = math.nan
         self.ratio = math.nan
         self.held_since: Optional[int] = None
-        self._held = 1.0
         self._last_raise: Optional[tuple[float, float]] = None  # (step rate before, factor before)
+        self._futile_raises = 0  # raises in a row after which the steps ran no faster
 
     def clip(self, factor: float) -> float:
         return min(self.max_factor, max(1.0, round(factor, 3)))
 
-    def next(self, step: int, reading: Reading) -> tuple[Phase, float, Cause]:
-        """The phase and factor after a complete ``reading`` taken at the factor in force, and why."""
+    def next(self, step: int, reading: Reading, counted: bool = True) -> tuple[Phase, float, Cause]:
+        """The phase and factor after a complete ``reading`` taken at the factor in force, and why.
+
+        ``counted``: whether the reading had the echo stage's fresh count (the search then
+        halves from ``max_factor / 2``; without it, it goes to 1 at once).
+        """
         if reading.step_rate > self.own_rate * (1 + 2 * _tol(reading)) or not math.isfinite(self.own_rate):
             self.own_rate = reading.step_rate  # Steps this fast prove the step's own rate at least this.
-            if self.phase == Phase.OPEN:
-                start = self.initial_factor if self.initial_factor > 1 else self.max_factor / 2
-                return self._go(step, Phase.SEARCH, self.clip(start), Cause.OWN_RATE)
-        if self.phase == Phase.OPEN:  # a reading that was not faster than the last one's
-            start = self.initial_factor if self.initial_factor > 1 else self.max_factor / 2
+        if self.phase == Phase.OPEN:
+            # Without the count a lower factor shows only once the buffers drain, fastest at 1.
+            start = self.initial_factor if self.initial_factor > 1 else self.max_factor / 2 if counted else 1.0
             return self._go(step, Phase.SEARCH, self.clip(start), Cause.OWN_RATE)
         raised, self._last_raise = self._last_raise, None
-        if reading.input_bound and raised is not None and reading.step_rate < raised[0] * (1 + _tol(reading)):
-            self.own_rate = reading.step_rate  # The raise brought no faster steps: this is the step's rate.
+        if raised is not None:
+            futile = reading.input_bound and reading.step_rate < raised[0] * (1 + _tol(reading))
+            self._futile_raises = self._futile_raises + 1 if futile else 0
+        if self._futile_raises >= FUTILE_RAISES:
+            # Raises that bring no faster steps: the step, not the input, sets the rate.
+            self._futile_raises = 0
+            self.own_rate = reading.step_rate
             self.ratio = reading.factor
             return self._go(step, Phase.HOLD, reading.factor, Cause.STEP_SLOWER)
         if reading.input_bound:
@@ -126,7 +141,6 @@ class Policy:
         if self.phase == Phase.HOLD:
             if (self.check_every_steps is not None and reading.factor > 1
                     and step - self.held_since >= self.check_every_steps):
-                self._held = reading.factor
                 return self._go(step, Phase.CHECK, self.clip(reading.factor / self.check_divisor), Cause.CHECK)
             return self._go(step, Phase.HOLD, reading.factor, Cause.KEEPS_UP, restart_hold=False)
         if reading.factor <= 1:

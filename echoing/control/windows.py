@@ -55,8 +55,8 @@ RECURRING_LONG = 4
 RECURRING_STEPS = 48
 # Recurring long intervals over this many times the typical one are not the input's: a
 # lump's stall is L R step-times, at most about 12 where it recurs within 48 steps, while
-# a JAX loop that timestamps at dispatch sees ~0.1 ms calls and a queue's worth of 10 ms
-# steps at once (examples/jax_loop.py).
+# a JAX loop that timestamps at dispatch sees calls that return at once and, every few,
+# one that waits for a whole queue of steps (examples/jax_loop.py without --block).
 IMPLAUSIBLE_SPREAD = 50.0
 
 
