@@ -21,8 +21,6 @@ Run ``python -m benchmarks.auto_echo`` (about 15 minutes, alone on the machine);
 go to ``runs/auto_echo.json`` (``--output-dir benchmarks/results`` regenerates the committed
 file); ``--quick`` for a short check (about 2 minutes).
 
-``python -m benchmarks.auto_echo_cpu`` measures what the modelled step hides (R apart against
-R under load, with a real training step on this CPU).
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ the callback's batch hooks (the model and its step are untouched), reads the ech
 fresh count when given ``stats`` and ``elements_per_step``, hands both to an
 :class:`echoing.EchoController`, and assigns the controller's factor to the
 ``tf.Variable`` the pipeline's :func:`echoing.echo` stage reads. The control law (the
-step's own rate from the first steps, R from a few steps that wait once the buffer has
-drained, e set to about R, raised when the rate drops, checked below now and then) and
-what its measuring costs are described in :mod:`echoing.controller`.
+step's own rate at ``max_factor``, R where the input cannot keep up, e held at about R,
+raised when the input falls behind, checked below now and then) is stated in
+:mod:`echoing.controller`; what its measuring costs is in ``docs/choosing.md``.
 
 Example, with a step of about 5 ms and an input pipeline throttled to one batch per 20 ms
 (R is about 4; the test suite checks the settled factor against that):
@@ -23,11 +23,11 @@ Example, with a step of about 5 ms and an input pipeline throttled to one batch 
 ...     lambda x: x + sleep(0.005))])
 >>> model.compile(loss=lambda y, p: tf.reduce_mean(p) * 0.0)
 >>> auto = echoing.AutoEcho(factor, max_factor=8.0, stats=stats, elements_per_step=8, verbose=0)
->>> history = model.fit(ds.map(lambda x: (x, x)), steps_per_epoch=80, epochs=2, callbacks=[auto], verbose=0)
+>>> history = model.fit(ds.map(lambda x: (x, x)), steps_per_epoch=80, epochs=4, callbacks=[auto], verbose=0)
 >>> sorted(k for k in history.history if k != "loss")
 ['echo_factor', 'fresh_examples', 'steps_per_second']
 >>> auto.decisions[0].phase.value, "hold" in [d.phase for d in auto.decisions]
-('probe', True)
+('open', True)
 >>> 1.5 < float(factor.numpy()) <= 8.0  # doctest: +SKIP
 True
 """
@@ -63,19 +63,18 @@ class AutoEcho(keras.callbacks.Callback):
         model.fit(ds, steps_per_epoch=500, epochs=10, callbacks=[auto])
 
     What it measures: the seconds between the ends of consecutive training batches, from
-    ``on_train_batch_end``; windows of ``window_steps`` steps give a rate each, and each
-    measurement is the median of ``windows`` of them. The time across an epoch boundary
+    ``on_train_batch_end``, summed over windows of at least 8 steps until a reading can
+    tell whether the input keeps up. The time across an epoch boundary
     (evaluation, a new iterator) is never counted. Given ``stats`` and
     ``elements_per_step`` (the batch size when the stage echoes examples, 1 when it echoes
     batches), it also reads ``stats.fresh`` at every step: how fast the input delivers.
-    That is the supply law of :mod:`echoing.controller`, which measures R without making
-    a step wait; use it whenever you can.
+    With it a lower factor shows before the buffers drain, so a check need not make a
+    step wait; use it whenever you can.
 
-    What it sets: ``factor``, to ``initial_factor`` (1) while the buffer drains, then to
-    ``min(R * headroom, max_factor)``, or exactly 1 when training is not input-bound.
-    It raises the factor when the rate drops and checks now and then whether R has
-    fallen; see :mod:`echoing.controller` for the law, its one-off cost in step-times and
-    how to size ``settle_steps`` and ``drain_steps``.
+    What it sets: ``factor``, to ``max_factor`` for the opening, then halved while the
+    input keeps up, then ``min(R * headroom, max_factor)``, or exactly 1 when training is
+    not input-bound. It raises the factor when the input falls behind and checks every
+    ``check_every_steps`` whether R has fallen.
 
     What it logs:
 
@@ -106,14 +105,14 @@ class AutoEcho(keras.callbacks.Callback):
     Args:
       factor: the scalar ``tf.Variable`` of floating dtype that the pipeline's
         :func:`echoing.echo` stage reads.
-      max_factor: the largest factor it sets, and the one it probes at (>= 1).
+      max_factor: the largest factor it sets, and the one it opens at (>= 1).
       stats: the :class:`echoing.EchoStats` of that echo stage: fresh examples are
         logged, and with ``elements_per_step`` the controller reads its fresh count.
       log_dir: a TensorBoard directory, or ``None``.
       verbose: 1 prints each decision as one sentence; 0 is silent.
       **settings: any other field of :class:`echoing.ControllerSettings`
-        (``elements_per_step``, ``initial_factor``, ``headroom``, ``settle_steps``,
-        ``drain_steps``, ``check_every_steps``, ...).
+        (``elements_per_step``, ``initial_factor``, ``headroom``, ``check_every_steps``,
+        ``check_divisor``, ``tolerance``).
 
     Attributes:
       controller: the :class:`echoing.EchoController` that decides.

@@ -145,7 +145,7 @@ def train(steps: int, *, batch_size: int = 32, input_seconds: float = 0.02, step
         "steps_per_second": steps / seconds, "step_seconds": measured_step_seconds,
         "input_seconds_per_batch": input_seconds, "ratio": input_seconds / measured_step_seconds,
         "factor": controller.factor, "blocked": block,
-        "implausible": any("implausible" in d.reason for d in controller.decisions),
+        "implausible": controller.implausible,
         "consumed_examples": consumed, "emitted_examples": int(stats.emitted), "fresh_examples": int(stats.fresh),
         "first_loss": float(np.mean(losses[:tenth])), "last_loss": float(np.mean(losses[-tenth:])),
     }

@@ -117,7 +117,7 @@ def test_auto_echo_is_replayed_then_trained_on_its_choices(finished):
     output, *_ = finished
     (auto,) = [r for r in records(output, "replay") if r["config"]["auto_echo"]]
     assert auto["config"]["factor"] is None and auto["config"]["max_factor"] == 2.0  # The largest replayed factor.
-    assert auto["decisions"] and "(probe)" in auto["decisions"][0]
+    assert auto["decisions"] and "(open, start)" in auto["decisions"][0]
     assert auto["reached"] and auto["steps"] == 2 and auto["seconds"] > 0
     assert [p["step"] for p in auto["curve"]] == [2, 4]
 
@@ -408,15 +408,15 @@ def test_time_only_saves_auto_echo_timelines_and_a_later_run_trains_on_them(fini
     assert auto["decisions"] == timeline["decisions"] and auto["seconds"] == timeline["seconds"][auto["steps"] - 1]
 
 
-def test_a_timeline_recorded_with_another_controller_is_refused(finished, tmp_path):
+def test_a_timeline_recorded_with_another_law_is_refused(finished, tmp_path):
     output, plan, *_ = finished
     document = json.loads(output.read_text())
     document["results"]["runs"] = [r for r in document["results"]["runs"] if not r["config"].get("auto_echo")]
     for measured in document["results"]["auto_echo_timelines"]:
-        measured["value"]["decisions"][0] = "step 0: echo factor 1 -> 1 (baseline): the previous controller's opening"
+        measured["value"]["law"] = "an earlier law"
     stale = tmp_path / "time_to_target.json"
     stale.write_text(json.dumps(document))
-    with pytest.raises(RuntimeError, match="recorded with another controller"):
+    with pytest.raises(RuntimeError, match="recorded with another law \\('an earlier law', this one is"):
         T.run_plan(dataclasses.replace(plan, tasks=["resnet"], modes=["replay"]), stale, TINY_TASKS, log=lambda line: None)
 
 
