@@ -5,7 +5,7 @@ import math
 import pytest
 
 from echoing import Cause, ControllerSettings, EchoController, Phase
-from echoing.control.estimate import MAX_STEPS, MIN_KEEPS_UP_STEPS, Measurement, Reading
+from echoing.control.estimate import MAX_STEPS, MIN_KEEPS_UP_STEPS, SETTLE_STEPS, Measurement, Reading
 from echoing.control.policy import Policy
 from echoing.control.windows import LeftOut, StepClock
 from echoing.simulation import ELEMENTS_PER_STEP, Scenario, simulate
@@ -135,6 +135,21 @@ def test_leading_windows_of_another_rate_are_dropped():
     assert m.reading(own_rate=20.0).step_rate == pytest.approx(20.0, rel=0.02)
 
 
+def test_jittered_windows_of_one_rate_are_seldom_dropped():
+    # Steps of log-normal jitter (sigma 0.4) at one rate, 50 seeded readings: a leading
+    # quarter that differs only by the windows' own spread is kept. Judged by tolerance
+    # alone, 36 of the 50 dropped windows and read again; with the spread, 10.
+    import random
+    trimmed = 0
+    for seed in range(50):
+        rng = random.Random(seed)
+        m = Measurement(factor=4.0, tolerance=0.08, counted=False)
+        for _ in range(160):
+            m.add(steps=1, seconds=0.05 * rng.lognormvariate(0, 0.4), fresh=None)
+        trimmed += m.steps != 8 * (m.steps_seen // 8)
+    assert trimmed <= 15
+
+
 def test_lumpy_input_is_read_for_longer_than_smooth_input():
     def steps_to_complete(fresh_of_step):
         m = Measurement(factor=2.0, tolerance=0.1, counted=True)
@@ -216,9 +231,11 @@ def test_an_input_slower_than_max_factor_steps_holds_max_factor_from_a_cold_star
 def test_when_r_rises_or_falls_the_factor_follows_within_150_steps_or_a_check():
     rise, run = law(Scenario(ratio=lambda step: 2.0 if step < 400 else 5.0, step_seconds=0.01, steps=900))
     raised = [d for d in rise.decisions if d.phase == Phase.HOLD and d.step >= 400 and d.factor >= 4.0]
-    assert raised and raised[0].step <= 400 + 150 and 4.5 <= run.factors[-1] <= 6.0
+    # The held factor, not the last step's: a run may end inside a check below it.
+    assert raised and raised[0].step <= 400 + 150 and 4.5 <= raised[-1].factor <= 6.0
     fall, run = law(Scenario(ratio=lambda step: 5.0 if step < 400 else 2.0, step_seconds=0.01, steps=1200))
-    assert 1.8 <= run.factors[-1] <= 2.6, [str(d) for d in fall.decisions]
+    held = [d for d in fall.decisions if d.phase == Phase.HOLD]
+    assert 1.8 <= held[-1].factor <= 2.6, [str(d) for d in fall.decisions]
 
 
 def test_not_input_bound_training_holds_no_echo():

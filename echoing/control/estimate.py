@@ -11,7 +11,8 @@ Two things keep batches made before the factor in force out of a measurement:
 * the first :data:`SETTLE_STEPS` steps after a change are not measured (the echo
   stage's micro-batch at the old factor);
 * while the first quarter of its windows reads a rate more than ``tolerance`` away from
-  the rest, that quarter is dropped: the buffers after the echo stage still held the old
+  the rest, and more than two standard errors of the windows' own spread (a jittered
+  step is not a change of rate), that quarter is dropped: the buffers after the echo stage still held the old
   factor's batches (a lower factor shows in the step rate only once they are drained),
   or the upstream's prefetch still held stock that the echo stage pulled faster than the
   input reads.
@@ -148,9 +149,16 @@ class Measurement:
         while len(self.windows) >= 8:  # Two windows in the quarter at least, so that one slow step is not a trend.
             quarter = len(self.windows) // 4
             head, rest = self._production(self.windows[:quarter]), self._production(self.windows[quarter:])
-            if abs(head - rest) <= self.tolerance * rest:
+            if abs(head - rest) <= max(self.tolerance * rest, 2 * self._spread(rest, quarter)):
                 return
             del self.windows[:quarter]
+
+    def _spread(self, rate: float, count: int) -> float:
+        """The standard error of the rate of ``count`` windows, from the spread of all of them."""
+        amount = (lambda w: w[0]) if self.of_steps else (lambda w: self.factor * w[2])
+        seconds = sum(w[1] for w in self.windows) / len(self.windows)
+        variance = sum((amount(w) - rate * w[1]) ** 2 for w in self.windows) / (len(self.windows) - 1)
+        return math.sqrt(variance / count) / seconds
 
     def _error(self, rate: float) -> float:
         """The standard error of the production rate (a ratio estimator), in batches per second.
