@@ -22,3 +22,17 @@ def test_the_jax_loop_finds_it_is_input_bound_and_counts_what_it_trained_on():
     # echo shuffle buffer (4 batches) and the prefetched batches plus one (echoing/consumption.py).
     assert 0 <= summary["emitted_examples"] - summary["consumed_examples"] <= 64 * 8 + 4 * 32 + 3 * 32
     assert summary["last_loss"] < summary["first_loss"]
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize("block", [True, False])
+def test_the_jax_loop_holds_a_factor_near_r_with_and_without_blocking(block):
+    from examples import jax_loop
+
+    # A 10 ms step against a batch every 40 ms: R is the input's seconds over the step's
+    # as measured alone (about 2.5-4 here). Without blocking the timestamps are dispatch
+    # times; the controller says so (implausible) and keeps the factor it had.
+    summary = jax_loop.train(400, batch_size=32, input_seconds=0.04, step_seconds=0.01, block=block, verbose=0)
+    assert 0.8 * summary["ratio"] <= summary["factor"] <= 1.5 * summary["ratio"], summary
+    if block:
+        assert not summary["implausible"], summary
