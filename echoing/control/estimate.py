@@ -149,15 +149,15 @@ class Measurement:
         while len(self.windows) >= 8:  # Two windows in the quarter at least, so that one slow step is not a trend.
             quarter = len(self.windows) // 4
             head, rest = self._production(self.windows[:quarter]), self._production(self.windows[quarter:])
-            if abs(head - rest) <= max(self.tolerance * rest, 2 * self._spread(rest, quarter)):
+            if abs(head - rest) <= max(self.tolerance * rest, 2 * self._spread(rest, quarter, self.windows[quarter:])):
                 return
             del self.windows[:quarter]
 
-    def _spread(self, rate: float, count: int) -> float:
-        """The standard error of the rate of ``count`` windows, from the spread of all of them."""
+    def _spread(self, rate: float, count: int, windows) -> float:
+        """The standard error of the rate of ``count`` windows like ``windows`` (the rest: a slow head must not widen it)."""
         amount = (lambda w: w[0]) if self.of_steps else (lambda w: self.factor * w[2])
-        seconds = sum(w[1] for w in self.windows) / len(self.windows)
-        variance = sum((amount(w) - rate * w[1]) ** 2 for w in self.windows) / (len(self.windows) - 1)
+        seconds = sum(w[1] for w in windows) / len(windows)
+        variance = sum((amount(w) - rate * w[1]) ** 2 for w in windows) / (len(windows) - 1)
         return math.sqrt(variance / count) / seconds
 
     def _error(self, rate: float) -> float:
