@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import sys
 import time
 import warnings
 from typing import Optional
@@ -104,9 +105,10 @@ class AutoEcho(keras.callbacks.Callback):
 
     Args:
       factor: the scalar ``tf.Variable`` of floating dtype that the pipeline's
-        :func:`echoing.echo` stage reads.
+        :func:`echoing.echo` stage reads, or the :class:`echoing.grain.Factor` of an
+        :func:`echoing.grain.echo` stage (a grain pipeline, through Keras's grain adapter).
       max_factor: the largest factor it sets, and the one it opens at (>= 1).
-      stats: the :class:`echoing.EchoStats` of that echo stage: fresh examples are
+      stats: the :class:`echoing.EchoStats` (or :class:`echoing.grain.EchoStats`) of that echo stage: fresh examples are
         logged, and with ``elements_per_step`` the controller reads its fresh count.
       log_dir: a TensorBoard directory, or ``None``.
       verbose: 1 prints each decision as one sentence; 0 is silent.
@@ -125,18 +127,25 @@ class AutoEcho(keras.callbacks.Callback):
     def __init__(self, factor: tf.Variable, *, max_factor: float = 8.0, stats: Optional[EchoStats] = None,
                  log_dir: Optional[str] = None, verbose: int = 1, **settings):
         super().__init__()
-        if not isinstance(factor, tf.Variable):
-            raise TypeError(
-                f"factor: expected the tf.Variable that the pipeline's echoing.echo stage reads, got "
-                f"{type(factor).__name__}: {factor!r:.200}; create it as tf.Variable(1.0, dtype=tf.float64) "
-                "and pass it to echoing.echo too")
-        if not factor.dtype.is_floating:
-            raise TypeError(f"factor: the tf.Variable must have a floating dtype, got {factor.dtype.name}; "
-                            "create it as tf.Variable(1.0, dtype=tf.float64)")
-        if factor.shape.rank != 0:
-            raise ValueError(f"factor: the tf.Variable must be a scalar, got shape {factor.shape}")
-        if stats is not None and not isinstance(stats, EchoStats):
-            raise TypeError(f"stats: expected an echoing.EchoStats or None, got {type(stats).__name__}: {stats!r:.200}")
+        grain_stage = sys.modules.get("echoing.grain")  # Only loaded where grain is installed and used.
+        self._grain = grain_stage is not None and isinstance(factor, grain_stage.Factor)
+        if self._grain:
+            if stats is not None and not isinstance(stats, grain_stage.EchoStats):
+                raise TypeError(f"stats: with an echoing.grain.Factor, expected the echo stage's echoing.grain.EchoStats "
+                                f"or None, got {type(stats).__name__}: {stats!r:.200}")
+        else:
+            if not isinstance(factor, tf.Variable):
+                raise TypeError(
+                    f"factor: expected the tf.Variable that the pipeline's echoing.echo stage reads (or the "
+                    f"echoing.grain.Factor of an echoing.grain.echo stage), got {type(factor).__name__}: {factor!r:.200}; "
+                    "create it as tf.Variable(1.0, dtype=tf.float64) and pass it to echoing.echo too")
+            if not factor.dtype.is_floating:
+                raise TypeError(f"factor: the tf.Variable must have a floating dtype, got {factor.dtype.name}; "
+                                "create it as tf.Variable(1.0, dtype=tf.float64)")
+            if factor.shape.rank != 0:
+                raise ValueError(f"factor: the tf.Variable must be a scalar, got shape {factor.shape}")
+            if stats is not None and not isinstance(stats, EchoStats):
+                raise TypeError(f"stats: expected an echoing.EchoStats or None, got {type(stats).__name__}: {stats!r:.200}")
         if log_dir is not None and not isinstance(log_dir, (str, os.PathLike)):
             raise TypeError(f"log_dir: expected a directory path or None, got {type(log_dir).__name__}: {log_dir!r:.200}")
         if isinstance(verbose, bool) or not isinstance(verbose, numbers.Integral) or verbose < 0:
@@ -187,7 +196,7 @@ class AutoEcho(keras.callbacks.Callback):
         if self._epoch_first is None:
             self._epoch_first = (self._step, now)
         self._epoch_last = (self._step, now)
-        fresh = int(self.stats.fresh.numpy()) if self._read_fresh else None
+        fresh = self._fresh() if self._read_fresh else None
         decision = self.controller.observe(self._step, now, fresh)
         if decision is not None:
             self.factor.assign(decision.factor)
@@ -198,14 +207,17 @@ class AutoEcho(keras.callbacks.Callback):
         if logs is None:
             return
         # History (added after user callbacks) records these.
-        logs["echo_factor"] = float(self.factor.numpy())
+        logs["echo_factor"] = float(self.factor.value if self._grain else self.factor.numpy())
         logs["steps_per_second"] = self._epoch_rate()
         if self.stats is not None:
-            logs["fresh_examples"] = int(self.stats.fresh.numpy())
+            logs["fresh_examples"] = self._fresh()
 
     def on_train_end(self, logs=None):
         if self._writer is not None:
             self._writer.flush()
+
+    def _fresh(self) -> int:
+        return int(self.stats.fresh) if self._grain else int(self.stats.fresh.numpy())
 
     def _epoch_rate(self) -> float:
         if self._epoch_first is None or self._epoch_last[0] == self._epoch_first[0]:
@@ -234,5 +246,5 @@ class AutoEcho(keras.callbacks.Callback):
             for step, rate in rates[self._windows_written:]:
                 tf.summary.scalar("echo/steps_per_second", rate, step=step)
                 if self.stats is not None:
-                    tf.summary.scalar("echo/fresh_examples", int(self.stats.fresh.numpy()), step=step)
+                    tf.summary.scalar("echo/fresh_examples", self._fresh(), step=step)
         self._windows_written = len(rates)

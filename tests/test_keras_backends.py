@@ -140,3 +140,30 @@ def test_consumed_examples_are_exact_and_the_echo_stage_leads_within_the_documen
     # on until their buffers are full, so the lead now is at least that, and within the bound.
     logged = history.history["unconsumed_examples"][-1]
     assert 0 <= logged <= lead <= iterators * per_iterator + batch, (logged, lead, iterators, per_iterator)
+
+
+@pytest.mark.timing
+def test_auto_echo_drives_a_grain_pipeline_through_keras_grain_adapter():
+    grain = pytest.importorskip("grain", reason="grain is not installed; pip install -e '.[grain]' runs this test")
+    from echoing import grain as echo_grain
+
+    def slow_read(i):  # 4 ms an example, 32 ms a batch of 8, on one reading thread.
+        time.sleep(0.004)
+        return {"x": np.full([5], i % 7, np.float32), "y": np.int64(i % 3)}
+
+    class Pace(keras.callbacks.Callback):  # The step: about 9 ms with the sleep. R is about 3.5.
+        def on_train_batch_end(self, batch, logs=None):
+            time.sleep(0.008)
+
+    factor, stats = echo_grain.Factor(1.0), echo_grain.EchoStats()
+    ds = grain.MapDataset.range(10**9).map(slow_read).to_iter_dataset(
+        grain.ReadOptions(num_threads=1, prefetch_buffer_size=16))
+    ds = echo_grain.echo(ds, factor, shuffle_buffer_size=32, seed=0, stats=stats).batch(8)
+    ds = grain.experimental.ThreadPrefetchIterDataset(ds.map(lambda b: (b["x"], b["y"])), prefetch_buffer_size=4)
+    model = softmax_regression()
+    auto = echoing.AutoEcho(factor, max_factor=8.0, stats=stats, elements_per_step=8, verbose=0)
+    history = model.fit(ds, steps_per_epoch=100, epochs=4, callbacks=[Pace(), auto], verbose=0)
+    holds = [d for d in auto.decisions if d.phase == echoing.Phase.HOLD]
+    assert holds and 2.0 <= holds[-1].factor <= 6.0, [str(d) for d in auto.decisions]
+    assert float(factor) == history.history["echo_factor"][-1] == auto.decisions[-1].factor
+    assert 0 < history.history["fresh_examples"][-1] <= stats.fresh  # The prefetch thread reads on after fit.

@@ -1,0 +1,305 @@
+"""Data echoing for grain pipelines: :func:`echo`, a live :class:`Factor` and exact :class:`EchoStats`.
+
+The contract of :func:`echoing.echo`, for a ``grain.IterDataset``: each element is emitted
+``floor(e)`` times, plus once more with probability ``e - floor(e)`` (drawn afresh per
+element from ``seed``); with ``shuffle_buffer_size`` the copies are spread through windows
+of that many elements; the same seed gives the same output. The iterator's state
+(``get_state()`` / ``set_state()``) holds its position and the counts, so a restored
+iterator continues exactly, at any step.
+
+The shuffle differs from tf.data's streaming buffer in one way: a window of at least
+``shuffle_buffer_size`` copies is filled (whole elements' copies, in pull order), shuffled
+and emitted, as grain's own ``WindowShuffleIterDataset`` does. A checkpoint then holds
+the window's start and its copy counts, never its elements.
+
+A live factor (:class:`Factor`) is read at every pull from upstream, so an assignment is
+followed from the next fresh element. It must run in the training process: echo after
+``mp_prefetch``, not inside its workers (a live factor or counts sent to a worker
+process would be copies that the trainer never sees; :func:`echo` refuses that).
+
+>>> import grain
+>>> from echoing import grain as echo_grain
+>>> stats = echo_grain.EchoStats()
+>>> ds = echo_grain.echo(grain.MapDataset.range(3), 2, stats=stats)
+>>> [int(x) for x in ds]
+[0, 0, 1, 1, 2, 2]
+>>> int(stats.fresh), int(stats.emitted)
+(3, 6)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Optional, Union
+
+try:
+    import grain
+except ImportError as error:  # pragma: no cover - exercised in a process without grain
+    raise ImportError("echoing.grain needs grain: install the extra with pip install -e '.[grain]' "
+                      "(or pip install 'echoing[grain]')") from error
+import numpy as np
+
+from echoing._checks import check_int
+
+__all__ = ["EchoStats", "Factor", "echo"]
+
+# Fractional draws come in blocks of this many elements, one generator per block (cheap
+# per element, and any element's draw is found again from its index after a restore).
+_DRAW_BLOCK = 1024
+
+
+def _factor_value(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}: expected a Python int or float >= 1, or an echoing.grain.Factor, got "
+                        f"{type(value).__name__}: {value!r:.200}")
+    number = float(value)
+    if not math.isfinite(number) or number < 1:
+        raise ValueError(f"{name}: the echo factor must be finite and >= 1, got {value!r}")
+    return number
+
+
+class Factor:
+    """An echo factor that can change while the pipeline runs (grain's counterpart of a ``tf.Variable``).
+
+    >>> factor = Factor(2.0)
+    >>> factor.assign(3.5)
+    >>> float(factor)
+    3.5
+
+    Raises:
+      TypeError, ValueError: for a value that is not a finite number >= 1 (at construction
+        and at :meth:`assign`), naming it.
+    """
+
+    def __init__(self, value: float) -> None:
+        self._value = _factor_value(value, "value")
+
+    def assign(self, value: float) -> None:
+        """Sets the factor; the echo stage uses it from its next pull from upstream."""
+        self._value = _factor_value(value, "value")
+
+    @property
+    def value(self) -> float:
+        return self._value
+
+    def __float__(self) -> float:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Factor({self._value!r})"
+
+    def __reduce__(self):
+        raise TypeError(
+            f"factor: a live echoing.grain.Factor ({self!r}) cannot be sent to grain's worker processes, where its "
+            "assignments would never arrive: apply echoing.grain.echo after mp_prefetch, or give a fixed factor")
+
+
+class EchoStats:
+    """Exact counts of one echo stage: ``fresh`` (elements pulled from upstream) and ``emitted``.
+
+    The counts are those of the stage's latest iterator, and they are part of its state:
+    ``set_state`` restores them with the position. ``int(stats.fresh)`` reads one.
+
+    >>> stats = EchoStats()
+    >>> stats.fresh, stats.emitted
+    (0, 0)
+    """
+
+    def __init__(self) -> None:
+        self.fresh = 0
+        self.emitted = 0
+
+    def reset(self) -> None:
+        self.fresh = self.emitted = 0
+
+    def __repr__(self) -> str:
+        return f"EchoStats(fresh={self.fresh}, emitted={self.emitted})"
+
+    def __reduce__(self):
+        raise TypeError("stats: echoing.grain.EchoStats cannot be sent to grain's worker processes, where the counts "
+                        "would stay there: apply echoing.grain.echo after mp_prefetch")
+
+
+def echo(dataset: Union["grain.IterDataset", "grain.MapDataset"], factor: Union[float, Factor], *,
+         shuffle_buffer_size: int = 0, seed: Optional[int] = None,
+         stats: Optional[EchoStats] = None) -> "grain.IterDataset":
+    """Repeats each element of ``dataset`` about ``factor`` times (see the module docstring).
+
+    Args:
+      dataset: a ``grain.IterDataset``, or a ``grain.MapDataset`` (taken through
+        ``to_iter_dataset()``).
+      factor: the echo factor (>= 1), fixed, or a :class:`Factor` followed while it runs.
+      shuffle_buffer_size: ``0`` emits copies side by side; above 0, copies are shuffled
+        within windows of at least this many elements.
+      seed: seeds the fractional draws and the shuffle (an int in ``[0, 2**63)``); ``None``
+        draws one per iterator (kept in its state, so a restore is still exact).
+      stats: an :class:`EchoStats` to count into.
+
+    Returns:
+      A ``grain.IterDataset``.
+
+    Raises:
+      TypeError, ValueError: for an argument of the wrong type or value, naming it.
+
+    >>> import grain
+    >>> ds = echo(grain.MapDataset.range(100), 1.5, seed=0)
+    >>> sorted(set(x for x in ds)) == list(range(100))
+    True
+    """
+    if isinstance(dataset, grain.MapDataset):
+        dataset = dataset.to_iter_dataset()
+    if not isinstance(dataset, grain.IterDataset):
+        raise TypeError(f"dataset: expected a grain.IterDataset or grain.MapDataset, got "
+                        f"{type(dataset).__name__}: {dataset!r:.200}")
+    if not isinstance(factor, Factor):
+        _factor_value(factor, "factor")
+    check_int("shuffle_buffer_size", shuffle_buffer_size, low=0)
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise TypeError(f"seed: expected an int or None, got {type(seed).__name__}: {seed!r:.200}")
+        if not 0 <= seed < 2**63:
+            raise ValueError(f"seed: expected an int in [0, 2**63), got {seed!r}")
+    if stats is not None and not isinstance(stats, EchoStats):
+        raise TypeError(f"stats: expected an echoing.grain.EchoStats or None, got {type(stats).__name__}: {stats!r:.200}")
+    return EchoIterDataset(dataset, factor, shuffle_buffer_size=int(shuffle_buffer_size),
+                           seed=None if seed is None else int(seed), stats=stats)
+
+
+class EchoIterDataset(grain.IterDataset):
+    """The echo stage; build it with :func:`echo`."""
+
+    def __init__(self, parent, factor, *, shuffle_buffer_size: int, seed: Optional[int],
+                 stats: Optional[EchoStats]) -> None:
+        super().__init__(parent)
+        self._factor = factor
+        self._shuffle_buffer_size = shuffle_buffer_size
+        self._seed = seed
+        self._echo_stats = stats
+
+    def __iter__(self) -> "_EchoIterator":
+        return _EchoIterator(self._parent.__iter__(), self._factor, self._shuffle_buffer_size, self._seed,
+                             self._echo_stats)
+
+    def __str__(self) -> str:
+        return f"EchoIterDataset(factor={self._factor!r}, shuffle_buffer_size={self._shuffle_buffer_size})"
+
+
+class _EchoIterator(grain.DatasetIterator):
+    """Emits copies; its state is the parent's state where the current group of copies began.
+
+    Without shuffle a group is one element's copies; with shuffle it is a window. Restoring
+    sets the parent back to the group's start, pulls the group's elements again, and skips
+    what was emitted.
+    """
+
+    def __init__(self, parent, factor, shuffle_buffer_size: int, seed: Optional[int],
+                 stats: Optional[EchoStats]) -> None:
+        super().__init__(parent)
+        self._factor = factor
+        self._buffer = shuffle_buffer_size
+        self._seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else seed
+        self._echo_stats = stats if stats is not None else EchoStats()
+        self._echo_stats.reset()
+        self._block, self._draws = -1, None
+        self._next_index = 0  # index of the next fresh element, which sets its draw
+        self._window = 0  # windows filled so far (the shuffle's stream)
+        self._group_state = self._parent.get_state()  # the parent where the group began
+        self._group_index = 0  # _next_index where the group began
+        self._group_factor = 1.0  # the factor the group was drawn at
+        self._counts: list[int] = []  # copies of each of the group's elements
+        self._elements: list[Any] = []
+        self._order: list[int] = []  # which element each of the group's outputs is
+        self._position = 0  # outputs of the group emitted
+
+    # The draws.
+
+    def _uniform(self, index: int) -> float:
+        block = index // _DRAW_BLOCK
+        if block != self._block:
+            self._block = block
+            self._draws = np.random.default_rng([self._seed, 0, block]).random(_DRAW_BLOCK)
+        return self._draws[index % _DRAW_BLOCK]
+
+    def _current_factor(self) -> float:
+        if isinstance(self._factor, Factor):
+            # Checked again here: a value set around assign() must not pass unseen.
+            return _factor_value(self._factor.value, "factor (current value of the echoing.grain.Factor)")
+        return float(self._factor)
+
+    def _copies(self, index: int, value: float) -> int:
+        whole = math.floor(value)
+        return whole + (1 if self._uniform(index) < value - whole else 0)
+
+    def _order_of(self, counts: list[int], window: int) -> list[int]:
+        order = [j for j, n in enumerate(counts) for _ in range(n)]
+        if self._buffer:
+            order = [order[k] for k in np.random.default_rng([self._seed, 1, window]).permutation(len(order))]
+        return order
+
+    # The group.
+
+    def _fill(self) -> None:
+        """Pulls the next group; raises StopIteration when the parent has nothing left."""
+        self._group_state = self._parent.get_state()
+        self._group_index = self._next_index
+        self._group_factor = self._current_factor()  # Read once per group, so a restore draws the same.
+        self._position = 0
+        try:
+            self._pull_group()
+        except StopIteration:
+            self._counts, self._elements, self._order = [], [], []  # At the end: an empty group.
+            raise
+        self._window += 1
+        self._position = 0
+        self._echo_stats.fresh += len(self._counts)
+
+    def _pull_group(self) -> None:
+        """The group's elements and copies from the parent, from ``_group_index`` at ``_group_factor``."""
+        counts, elements = [], []
+        index = self._group_index
+        while sum(counts) < max(1, self._buffer):
+            try:
+                element = next(self._parent)
+            except StopIteration:
+                if not counts:
+                    raise
+                break
+            counts.append(self._copies(index, self._group_factor))
+            elements.append(element)
+            index += 1
+        self._counts, self._elements, self._next_index = counts, elements, index
+        self._order = self._order_of(counts, self._window)
+
+    def __next__(self):
+        if self._position >= len(self._order):
+            self._fill()
+        element = self._elements[self._order[self._position]]
+        self._position += 1
+        self._echo_stats.emitted += 1
+        return element
+
+    def get_state(self) -> dict:
+        # The group is found again from where it began, its factor and the draws: the state
+        # has one shape at every step (grain checks that), whatever the group's size.
+        return {"parent": self._group_state, "seed": self._seed, "group_index": self._group_index,
+                "group_factor": self._group_factor, "window": self._window, "position": self._position,
+                "fresh": self._echo_stats.fresh, "emitted": self._echo_stats.emitted}
+
+    def set_state(self, state: dict) -> None:
+        self._parent.set_state(state["parent"])
+        self._group_state = state["parent"]
+        self._seed, self._block = state["seed"], -1
+        self._group_index, self._group_factor = state["group_index"], state["group_factor"]
+        self._window, self._position = state["window"], state["position"]
+        self._echo_stats.fresh, self._echo_stats.emitted = state["fresh"], state["emitted"]
+        if self._position == 0:  # Nothing of the group emitted: the next call pulls it.
+            self._counts, self._elements, self._order = [], [], []
+            self._next_index = self._group_index
+            return
+        self._window -= 1  # The group's shuffle is the stream it was filled with.
+        self._pull_group()
+        self._window += 1
+
+    def __str__(self) -> str:
+        return f"_EchoIterator(factor={self._factor!r}, shuffle_buffer_size={self._buffer})"
