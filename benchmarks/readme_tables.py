@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from benchmarks import (auto_echo, backends, controller_sweep, critical_batch, demo, reporting, results_io, service,
+from benchmarks import (auto_echo, backends, controller_sweep, critical_batch, demo, grain_echo, reporting, results_io, service,
                         throughput, xla_check)
 
 
@@ -43,6 +43,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "time_to_target_seeds_fixed": reporting.fixed_steps_table,
     "critical_batch": critical_batch.table,
     "controller_sweep": controller_sweep.document_table,
+    "grain_echo": grain_echo.document_table,
     "auto_echo": auto_echo.table,
     "xla_check": xla_check.table,
     "backends": backends.table,

@@ -107,11 +107,17 @@ class EchoStats:
     """
 
     def __init__(self) -> None:
-        self.fresh = 0
-        self.emitted = 0
+        self._iterator: Optional["_EchoIterator"] = None
 
-    def reset(self) -> None:
-        self.fresh = self.emitted = 0
+    @property
+    def fresh(self) -> int:
+        return 0 if self._iterator is None else self._iterator._fresh
+
+    @property
+    def emitted(self) -> int:
+        # Counted per group and read with the position in it: nothing is added per element.
+        iterator = self._iterator
+        return 0 if iterator is None else iterator._emitted_before + iterator._position
 
     def __repr__(self) -> str:
         return f"EchoStats(fresh={self.fresh}, emitted={self.emitted})"
@@ -197,20 +203,28 @@ class _EchoIterator(grain.DatasetIterator):
                  stats: Optional[EchoStats]) -> None:
         super().__init__(parent)
         self._factor = factor
+        self._live = isinstance(factor, Factor)
         self._buffer = shuffle_buffer_size
         self._seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else seed
-        self._echo_stats = stats if stats is not None else EchoStats()
-        self._echo_stats.reset()
+        if stats is not None:
+            stats._iterator = self  # The stage's counts are its latest iterator's.
         self._block, self._draws = -1, None
-        self._next_index = 0  # index of the next fresh element, which sets its draw
-        self._window = 0  # windows filled so far (the shuffle's stream)
+        self._fresh = 0  # elements pulled from the parent: the index of the next one, which sets its draw
+        self._emitted_before = 0  # outputs of the groups before this one
+        self._window = 0  # groups filled so far (the shuffle's stream)
         self._group_state = self._parent.get_state()  # the parent where the group began
-        self._group_index = 0  # _next_index where the group began
+        self._group_fresh = 0  # _fresh where the group began
         self._group_factor = 1.0  # the factor the group was drawn at
-        self._counts: list[int] = []  # copies of each of the group's elements
-        self._elements: list[Any] = []
-        self._order: list[int] = []  # which element each of the group's outputs is
+        self._outputs: list[Any] = []  # the group's outputs, in the order they go out
         self._position = 0  # outputs of the group emitted
+
+    def __next__(self):
+        position = self._position
+        if position >= len(self._outputs):
+            self._fill()
+            position = 0
+        self._position = position + 1
+        return self._outputs[position]
 
     # The draws.
 
@@ -222,84 +236,68 @@ class _EchoIterator(grain.DatasetIterator):
         return self._draws[index % _DRAW_BLOCK]
 
     def _current_factor(self) -> float:
-        if isinstance(self._factor, Factor):
+        if self._live:
             # Checked again here: a value set around assign() must not pass unseen.
             return _factor_value(self._factor.value, "factor (current value of the echoing.grain.Factor)")
         return float(self._factor)
-
-    def _copies(self, index: int, value: float) -> int:
-        whole = math.floor(value)
-        return whole + (1 if self._uniform(index) < value - whole else 0)
-
-    def _order_of(self, counts: list[int], window: int) -> list[int]:
-        order = [j for j, n in enumerate(counts) for _ in range(n)]
-        if self._buffer:
-            order = [order[k] for k in np.random.default_rng([self._seed, 1, window]).permutation(len(order))]
-        return order
 
     # The group.
 
     def _fill(self) -> None:
         """Pulls the next group; raises StopIteration when the parent has nothing left."""
+        self._emitted_before += self._position
+        self._position = 0
+        self._outputs = []
         self._group_state = self._parent.get_state()
-        self._group_index = self._next_index
+        self._group_fresh = self._fresh
         self._group_factor = self._current_factor()  # Read once per group, so a restore draws the same.
-        self._position = 0
-        try:
-            self._pull_group()
-        except StopIteration:
-            self._counts, self._elements, self._order = [], [], []  # At the end: an empty group.
-            raise
+        self._pull_group(self._fresh)
         self._window += 1
-        self._position = 0
-        self._echo_stats.fresh += len(self._counts)
 
-    def _pull_group(self) -> None:
-        """The group's elements and copies from the parent, from ``_group_index`` at ``_group_factor``."""
-        counts, elements = [], []
-        index = self._group_index
-        while sum(counts) < max(1, self._buffer):
+    def _pull_group(self, index: int) -> None:
+        """The group's outputs from the parent, from element ``index`` at ``_group_factor``."""
+        value = self._group_factor
+        whole = math.floor(value)
+        part = value - whole
+        if not self._buffer:
+            element = next(self._parent)  # Raises StopIteration at the end: an empty group.
+            copies = whole + 1 if part and self._uniform(index) < part else whole
+            self._outputs = [element] * copies
+            self._fresh = index + 1
+            return
+        outputs = []
+        while len(outputs) < self._buffer:
             try:
                 element = next(self._parent)
             except StopIteration:
-                if not counts:
+                if not outputs:
                     raise
                 break
-            counts.append(self._copies(index, self._group_factor))
-            elements.append(element)
+            outputs.extend([element] * (whole + 1 if part and self._uniform(index) < part else whole))
             index += 1
-        self._counts, self._elements, self._next_index = counts, elements, index
-        self._order = self._order_of(counts, self._window)
-
-    def __next__(self):
-        if self._position >= len(self._order):
-            self._fill()
-        element = self._elements[self._order[self._position]]
-        self._position += 1
-        self._echo_stats.emitted += 1
-        return element
+        order = np.random.default_rng([self._seed, 1, self._window]).permutation(len(outputs))
+        self._outputs = [outputs[k] for k in order]
+        self._fresh = index
 
     def get_state(self) -> dict:
         # The group is found again from where it began, its factor and the draws: the state
         # has one shape at every step (grain checks that), whatever the group's size.
-        return {"parent": self._group_state, "seed": self._seed, "group_index": self._group_index,
+        return {"parent": self._group_state, "seed": self._seed, "group_fresh": self._group_fresh,
                 "group_factor": self._group_factor, "window": self._window, "position": self._position,
-                "fresh": self._echo_stats.fresh, "emitted": self._echo_stats.emitted}
+                "emitted_before": self._emitted_before}
 
     def set_state(self, state: dict) -> None:
         self._parent.set_state(state["parent"])
         self._group_state = state["parent"]
         self._seed, self._block = state["seed"], -1
-        self._group_index, self._group_factor = state["group_index"], state["group_factor"]
-        self._window, self._position = state["window"], state["position"]
-        self._echo_stats.fresh, self._echo_stats.emitted = state["fresh"], state["emitted"]
-        if self._position == 0:  # Nothing of the group emitted: the next call pulls it.
-            self._counts, self._elements, self._order = [], [], []
-            self._next_index = self._group_index
-            return
-        self._window -= 1  # The group's shuffle is the stream it was filled with.
-        self._pull_group()
-        self._window += 1
+        self._group_factor = state["group_factor"]
+        self._emitted_before, self._position = state["emitted_before"], state["position"]
+        self._group_fresh = self._fresh = state["group_fresh"]
+        self._window, self._outputs = state["window"], []
+        if self._position:  # Part of the group went out: read it again, from the stream it was shuffled with.
+            self._window -= 1
+            self._pull_group(self._group_fresh)
+            self._window += 1
 
     def __str__(self) -> str:
         return f"_EchoIterator(factor={self._factor!r}, shuffle_buffer_size={self._buffer})"

@@ -1,0 +1,247 @@
+"""echoing.grain against grain's own FlatMap, and a throttled grain pipeline at R = 4, side by side in one run.
+
+Two measurements, each repeated (``--repeats``, interleaved so that a noisy neighbour
+hits every variant alike):
+
+* **The stage alone.** Elements per second out of :func:`echoing.grain.echo` and out of
+  grain's ``FlatMapIterDataset`` with a ``FlatMapTransform`` returning ``[x] * e``,
+  at e = 2 and 4, on small elements (an int) and on elements of 1 MB (a numpy array),
+  over an in-memory list read by a bare iterator (grain's own sources cost more per
+  element than either stage, which would hide the stages' difference). The ratio is
+  taken per repeat (same repeat, both stages).
+* **A throttled pipeline.** A source whose examples take ``--read-seconds`` each on one
+  reading thread, then the echo stage (a live :class:`echoing.grain.Factor`), batching
+  and a prefetch thread, against a step that sleeps ``--step-seconds``: R = 4 with the
+  defaults. Steps per second at e = 1, 2 and 4, and with :class:`echoing.EchoController`
+  choosing e from the fresh count.
+
+Run ``python -m benchmarks.grain_echo`` (about three minutes; alone on the machine) with
+``--output-dir benchmarks/results`` for the committed results;
+``python -m benchmarks.readme_tables`` makes ``docs/results/grain.md``'s tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import time
+from typing import Optional
+
+import numpy as np
+
+from benchmarks import results_io
+
+FACTORS = (2, 4)
+SIZES = {"small": 0, "1 MB": 2**20}
+PIPELINE_FACTORS = (1.0, 2.0, 4.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class StageRun:
+    """Elements per second out of one stage, one repeat."""
+
+    stage: str  # "echoing.grain" or "grain FlatMap"
+    size: str
+    factor: int
+    repeat: int
+    elements_per_second: float
+
+    def record(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_record(cls, record: dict) -> "StageRun":
+        return cls(**record)
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineRun:
+    """Steps per second of the throttled pipeline at one factor (``None``: the controller's), one repeat."""
+
+    factor: Optional[float]
+    repeat: int
+    steps_per_second: float
+    held_factor: Optional[float]
+
+    def record(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_record(cls, record: dict) -> "PipelineRun":
+        return cls(**record)
+
+
+def _source(size: str, elements: int):
+    """An in-memory source as cheap as an iterator can be, so that the stage's own cost shows."""
+    import grain
+
+    # Sixteen distinct arrays in turn for 1 MB: both stages hand on references, never copies.
+    arrays = [np.full(SIZES[size], k, np.uint8) for k in range(16)] if SIZES[size] else None
+    values = [arrays[i % 16] if arrays else i for i in range(elements)]
+
+    class ListIterator(grain.DatasetIterator):
+        def __init__(self):
+            super().__init__()
+            self.index = 0
+
+        def __next__(self):
+            if self.index >= len(values):
+                raise StopIteration
+            self.index += 1
+            return values[self.index - 1]
+
+        def get_state(self):
+            return {"index": self.index}
+
+        def set_state(self, state):
+            self.index = state["index"]
+
+    class ListIterDataset(grain.IterDataset):
+        def __iter__(self):
+            return ListIterator()
+
+    return ListIterDataset()
+
+
+def _flat_map(parent, factor: int):
+    import grain
+
+    class Copies(grain.experimental.FlatMapTransform):
+        max_fan_out = factor
+
+        def flat_map(self, element):
+            return [element] * factor
+
+    return grain.experimental.FlatMapIterDataset(parent, Copies())
+
+
+def stage_rate(stage: str, size: str, factor: int, elements: int) -> float:
+    from echoing import grain as echo_grain
+
+    source = _source(size, elements)
+    ds = echo_grain.echo(source, factor) if stage == "echoing.grain" else _flat_map(source, factor)
+    start = time.perf_counter()
+    count = sum(1 for _ in ds)
+    return count / (time.perf_counter() - start)
+
+
+def pipeline_rate(factor: Optional[float], *, steps: int, read_seconds: float, step_seconds: float,
+                  batch_size: int, max_factor: float) -> tuple[float, Optional[float]]:
+    """Steps per second over the last half of ``steps`` (and the factor held, with the controller)."""
+    import grain
+
+    import echoing
+    from echoing import grain as echo_grain
+
+    def read(i):
+        time.sleep(read_seconds)
+        return {"x": np.full([16], i, np.float32)}
+
+    live = echo_grain.Factor(1.0 if factor is None else factor)
+    stats = echo_grain.EchoStats()
+    source = grain.MapDataset.range(10**9).map(read).to_iter_dataset(
+        grain.ReadOptions(num_threads=1, prefetch_buffer_size=batch_size))
+    ds = echo_grain.echo(source, live, shuffle_buffer_size=4 * batch_size, seed=0, stats=stats).batch(batch_size)
+    batches = iter(grain.experimental.ThreadPrefetchIterDataset(ds, prefetch_buffer_size=2))
+    controller = None
+    if factor is None:
+        controller = echoing.EchoController(max_factor=max_factor, elements_per_step=batch_size, verbose=0)
+        live.assign(controller.factor)
+    times = []
+    for step in range(steps):
+        next(batches)
+        time.sleep(step_seconds)  # The modelled accelerator's step.
+        times.append(time.perf_counter())
+        if controller is not None and controller.observe(step, times[-1], stats.fresh) is not None:
+            live.assign(controller.factor)
+    batches.close()
+    half = steps // 2
+    rate = (steps - 1 - half) / (times[-1] - times[half])
+    held = None if controller is None else controller.factor
+    return rate, held
+
+
+def summary(values: list[float]) -> str:
+    return f"{statistics.median(values):.3g} ({min(values):.3g}-{max(values):.3g})"
+
+
+def stage_table(runs: list[StageRun]) -> str:
+    lines = ["| element | e | echoing.grain (elements/s) | grain FlatMap (elements/s) | ratio, per repeat |",
+             "|---|---|---|---|---|"]
+    for size in SIZES:
+        for factor in FACTORS:
+            ours = {r.repeat: r.elements_per_second for r in runs
+                    if (r.stage, r.size, r.factor) == ("echoing.grain", size, factor)}
+            theirs = {r.repeat: r.elements_per_second for r in runs
+                      if (r.stage, r.size, r.factor) == ("grain FlatMap", size, factor)}
+            ratios = [ours[k] / theirs[k] for k in ours if k in theirs]
+            if ratios:
+                lines.append(f"| {size} | {factor} | {summary(list(ours.values()))} | {summary(list(theirs.values()))} "
+                             f"| {summary(ratios)}x |")
+    return "\n".join(lines)
+
+
+def pipeline_table(runs: list[PipelineRun]) -> str:
+    lines = ["| factor | steps/s | over e = 1, per repeat | factor held |", "|---|---|---|---|"]
+    base = {r.repeat: r.steps_per_second for r in runs if r.factor == 1.0}
+    for factor in (*PIPELINE_FACTORS, None):
+        rows = [r for r in runs if r.factor == factor]
+        if not rows:
+            continue
+        ratios = [r.steps_per_second / base[r.repeat] for r in rows if r.repeat in base]
+        held = [r.held_factor for r in rows if r.held_factor is not None]
+        lines.append(f"| {'EchoController' if factor is None else f'{factor:g}'} | "
+                     f"{summary([r.steps_per_second for r in rows])} | {summary(ratios)}x | "
+                     f"{summary(held) if held else '-'} |")
+    return "\n".join(lines)
+
+
+def document_table(document: dict) -> str:
+    """Both tables from a results document (``python -m benchmarks.readme_tables``)."""
+    results, settings = document["results"], document["settings"]
+    stages = [StageRun.from_record(r) for r in results["stages"]]
+    pipelines = [PipelineRun.from_record(r) for r in results["pipelines"]]
+    return (stage_table(stages) + "\n\n" + pipeline_table(pipelines)
+            + f"\n\n_The pipeline: {settings['read_seconds'] * 1000:g} ms an example, batches of "
+              f"{settings['batch_size']}, a step of {settings['step_seconds'] * 1000:g} ms (R = "
+              f"{settings['read_seconds'] * settings['batch_size'] / settings['step_seconds']:g}). Medians and ranges "
+              f"over {settings['repeats']} repeats; from `benchmarks/results/grain_echo.json`: `{document['command']}`._")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--small-elements", type=int, default=200_000, help="source elements, small")
+    parser.add_argument("--large-elements", type=int, default=20_000, help="source elements, 1 MB")
+    parser.add_argument("--steps", type=int, default=600, help="steps of the throttled pipeline per run")
+    parser.add_argument("--read-seconds", type=float, default=0.005, help="seconds to read one example")
+    parser.add_argument("--step-seconds", type=float, default=0.01, help="the modelled step")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--max-factor", type=float, default=8.0)
+    results_io.add_output_dir_argument(parser)
+    args = parser.parse_args(argv)
+
+    stages, pipelines = [], []
+    for repeat in range(args.repeats):
+        for size in SIZES:
+            elements = args.small_elements if size == "small" else args.large_elements
+            for factor in FACTORS:
+                for stage in ("echoing.grain", "grain FlatMap"):
+                    stages.append(StageRun(stage, size, factor, repeat, stage_rate(stage, size, factor, elements)))
+        for factor in (*PIPELINE_FACTORS, None):
+            rate, held = pipeline_rate(factor, steps=args.steps, read_seconds=args.read_seconds,
+                                       step_seconds=args.step_seconds, batch_size=args.batch_size,
+                                       max_factor=args.max_factor)
+            pipelines.append(PipelineRun(factor, repeat, rate, held))
+        print(f"repeat {repeat + 1} of {args.repeats} done", flush=True)
+    print(stage_table(stages))
+    print(pipeline_table(pipelines))
+    settings = {k: v for k, v in vars(args).items() if k != "output_dir"}
+    path = results_io.write_results("grain_echo", settings, {
+        "stages": [r.record() for r in stages], "pipelines": [r.record() for r in pipelines]}, args.output_dir)
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()
