@@ -25,7 +25,7 @@ import tensorflow as tf
 
 import echoing
 from pipelines import shapes_data
-from pipelines.slow_storage import throttle
+from pipelines.slow_storage import sleep_per_record, throttle
 from pipelines.staged import (AFTER_AUGMENT, AFTER_BATCH, BEFORE_AUGMENT, EchoConfig, check_pipeline_config, echo_point,
                               on_service, stream_seed)
 
@@ -58,7 +58,9 @@ class ImagePipelineConfig:
       cache_dir: cache of the embedded data; default ``$ECHOING_CACHE_DIR`` or ``~/.cache/echoing``.
       data_dir: tensorflow-datasets data directory for the tfds sources.
       read_rate: if set, the read step is throttled to this many records per second
-        (:func:`pipelines.slow_storage.throttle`), modelling slow storage; or a
+        (:func:`pipelines.slow_storage.throttle`), modelling slow storage; with
+        ``service``, every worker reads at this rate (graph ops that travel:
+        :func:`pipelines.slow_storage.sleep_per_record`). Without ``service``, also a
         :class:`pipelines.slow_storage.RateLimiter` in records, to change or lift it while
         the dataset runs.
       repeat: whether the training pipeline repeats forever (for step-budgeted training).
@@ -99,7 +101,7 @@ def read(config: ImagePipelineConfig, split: str, shuffle_files: bool) -> tf.dat
         # Sequential over shards: one reader, like one storage link (the throttle models its rate).
         ds = ds.flat_map(tf.data.TFRecordDataset)
         if config.read_rate is not None:
-            ds = ds.apply(throttle(config.read_rate))
+            ds = ds.apply(_slow_read(config))
         return ds.map(shapes_data.parse, num_parallel_calls=_AUTOTUNE)
 
     import tensorflow_datasets as tfds
@@ -115,7 +117,7 @@ def read(config: ImagePipelineConfig, split: str, shuffle_files: bool) -> tf.dat
         download=False,
     )
     if config.read_rate is not None:
-        ds = ds.apply(throttle(config.read_rate))
+        ds = ds.apply(_slow_read(config))
     return ds.map(lambda record: {"image": record["image"], "label": record["label"]})
 
 
@@ -236,3 +238,8 @@ def eval_dataset(config: ImagePipelineConfig) -> tf.data.Dataset:
     ds = ds.map(decode, num_parallel_calls=_AUTOTUNE)
     ds = ds.map(lambda image, label: normalize(*_center(image, label, size)), num_parallel_calls=_AUTOTUNE)
     return ds.batch(config.batch_size).prefetch(_AUTOTUNE)
+
+
+def _slow_read(config):
+    """The read's throttle: on tf.data service, graph ops that run on every worker (a rate per worker)."""
+    return sleep_per_record(config.read_rate) if config.service is not None else throttle(config.read_rate)

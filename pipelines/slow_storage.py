@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import numbers
 import threading
 import time
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -171,3 +172,49 @@ def _element_bytes(element) -> tf.Tensor:
         else:
             total += tf.size(t, out_type=tf.int64) * t.dtype.size
     return total
+
+
+def sleep_per_record(elements_per_second: Optional[float] = None, *,
+                     bytes_per_second: Optional[float] = None) -> Callable[[tf.data.Dataset], tf.data.Dataset]:
+    """Slow storage from graph ops only: each record sleeps ``1 / elements_per_second`` (or its bytes over ``bytes_per_second``).
+
+    :func:`throttle` paces through a Python clock, which reaches no tf.data service
+    worker outside the trainer's process. This stage is TensorFlow's own sleep dataset
+    op, so it travels with the dataset's graph and runs on every worker: each reader is
+    a link of that rate (``n`` workers read ``n`` times as fast). It sleeps a fixed time
+    per record, on top of the reading itself, rather than keeping a schedule, so its rate
+    is a little below the one given. Bytes are string lengths (the text pipeline's
+    documents).
+
+    >>> import time, tensorflow as tf
+    >>> from pipelines.slow_storage import sleep_per_record
+    >>> ds = tf.data.Dataset.range(20).apply(sleep_per_record(200))
+    >>> start = time.monotonic(); n = sum(1 for _ in ds); elapsed = time.monotonic() - start
+    >>> n, 0.09 < elapsed < 1.0
+    (20, True)
+
+    Raises:
+      ValueError: unless exactly one rate is given, a positive finite number.
+    """
+    from tensorflow.python.data.experimental.ops import testing as tf_data_testing
+
+    if (elements_per_second is None) == (bytes_per_second is None):
+        raise ValueError(f"elements_per_second, bytes_per_second: give exactly one, got {elements_per_second!r} and "
+                         f"{bytes_per_second!r}")
+    name, rate = (("elements_per_second", elements_per_second) if elements_per_second is not None
+                  else ("bytes_per_second", bytes_per_second))
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not math.isfinite(rate) or rate <= 0:
+        raise ValueError(f"{name}: expected a positive finite number (a RateLimiter cannot reach workers in other "
+                         f"processes), got {rate!r}")
+
+    def _apply_fn(dataset: tf.data.Dataset) -> tf.data.Dataset:
+        if elements_per_second is not None:
+            return dataset.apply(tf_data_testing.sleep(int(round(1e6 / elements_per_second))))
+
+        def one(record):
+            microseconds = tf.cast(tf.strings.length(record), tf.float64) * (1e6 / bytes_per_second)
+            return tf.data.Dataset.from_tensors(record).apply(tf_data_testing.sleep(tf.cast(microseconds, tf.int64)))
+
+        return dataset.flat_map(one)
+
+    return _apply_fn

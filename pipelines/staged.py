@@ -172,6 +172,10 @@ def check_pipeline_config(config, sources: Sequence[str], echo_points: Sequence[
     service = getattr(config, "service", None)
     if service is not None and (not isinstance(service, str) or "://" not in service):
         raise ValueError(f"service: expected a tf.data service dispatcher address such as 'grpc://localhost:5050' or None, got {service!r}")
+    if service is not None and isinstance(rate, RateLimiter):
+        raise ValueError(f"read_rate: a RateLimiter is a Python clock that reaches no tf.data service worker in another "
+                         f"process; with service={service!r} give a number (each worker then reads at that rate), "
+                         f"got {rate!r}")
 
 
 def on_service(dataset: tf.data.Dataset, service: Optional[str]) -> tf.data.Dataset:
@@ -180,8 +184,8 @@ def on_service(dataset: tf.data.Dataset, service: Optional[str]) -> tf.data.Data
     ``distributed_epoch`` mode: the workers share one pass over the data, so each element
     arrives once (at most once if a worker fails). The echo stage must come after this,
     on the trainer, where a ``tf.Variable`` factor stays live (see
-    :mod:`echoing.service`). Python functions in the upstream (``read_rate``'s throttle)
-    reach only workers in the trainer's own process.
+    :mod:`echoing.service`). With a service, ``read_rate`` is paced by graph ops
+    (:func:`pipelines.slow_storage.sleep_per_record`), which run on every worker.
     """
     if service is None:
         return dataset

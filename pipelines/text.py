@@ -26,7 +26,7 @@ import tensorflow as tf
 
 import echoing
 from pipelines import stdlib_text
-from pipelines.slow_storage import throttle
+from pipelines.slow_storage import sleep_per_record, throttle
 from pipelines.staged import AFTER_BATCH, EXAMPLE, EchoConfig, check_pipeline_config, echo_point, on_service
 
 ECHO_POINTS = (EXAMPLE, AFTER_BATCH)
@@ -56,7 +56,9 @@ class TextPipelineConfig:
       shuffle_buffer_size: the packed-example shuffle buffer, in examples.
       cache_dir: cache of the embedded data; default ``$ECHOING_CACHE_DIR`` or ``~/.cache/echoing``.
       data_dir: tensorflow-datasets data directory for lm1b.
-      read_rate: if set, the read step is throttled to this many bytes per second; or a
+      read_rate: if set, the read step is throttled to this many bytes per second; with
+        ``service``, on every worker (graph ops that travel:
+        :func:`pipelines.slow_storage.sleep_per_record`). Without ``service``, also a
         :class:`pipelines.slow_storage.RateLimiter` in bytes, to change or lift it while
         the dataset runs.
       repeat: whether the training pipeline repeats forever.
@@ -104,7 +106,9 @@ def read(config: TextPipelineConfig, split: str) -> tf.data.Dataset:
                        download=False)
         ds = ds.map(lambda record: record["text"])
     if config.read_rate is not None:
-        ds = ds.apply(throttle(bytes_per_second=config.read_rate))
+        # On tf.data service, graph ops that run on every worker (a rate per worker).
+        slow = sleep_per_record if config.service is not None else throttle
+        ds = ds.apply(slow(bytes_per_second=config.read_rate))
     return ds
 
 

@@ -149,3 +149,41 @@ def test_a_dispatcher_killed_and_restarted_with_its_work_dir_lets_the_job_contin
     after = [int(next(iterator)) for _ in range(400)]
     assert len(set(before + after)) == 600  # The same job: nothing from the start again, nothing twice.
     assert min(after) > min(before)
+
+
+def test_the_image_pipelines_read_rate_travels_to_worker_processes(cluster):
+    # One worker process reads at 200 records/s by graph ops that no Python throttle
+    # reaches: 20 batches of 8 take about 0.8 s.
+    import pipelines
+
+    _, target = cluster.dispatcher()
+    cluster.worker(target)
+    config = pipelines.ImagePipelineConfig(batch_size=8, read_rate=200.0, repeat=True, shuffle_buffer_size=16,
+                                           service=target)
+    iterator = iter(pipelines.image_train_dataset(config))
+    next(iterator)
+    start = time.perf_counter()
+    for _ in range(20):
+        next(iterator)
+    seconds = time.perf_counter() - start
+    assert 0.6 <= seconds <= 4.0, seconds
+
+
+def test_the_text_pipeline_reads_through_worker_processes_with_a_read_rate(cluster):
+    import pipelines
+
+    _, target = cluster.dispatcher()
+    cluster.worker(target)
+    config = pipelines.TextPipelineConfig(batch_size=4, read_rate=10**7, repeat=True, shuffle_buffer_size=16,
+                                          service=target)
+    batch = next(iter(pipelines.text_train_dataset(config)))
+    assert batch is not None
+
+
+def test_a_rate_limiter_with_a_service_is_refused_naming_it():
+    import pipelines
+    from pipelines.slow_storage import RateLimiter
+
+    with pytest.raises(ValueError, match="read_rate: a RateLimiter is a Python clock"):
+        pipelines.image_train_dataset(pipelines.ImagePipelineConfig(read_rate=RateLimiter(100.0),
+                                                                    service="grpc://localhost:1"))

@@ -91,3 +91,19 @@ def test_a_link_in_bytes_can_be_shared_and_lifted():
     with link.unthrottled():
         assert sum(1 for _ in ds) == 30
     assert time.perf_counter() - start < 1.0
+
+
+def test_sleep_per_record_paces_by_bytes_with_graph_ops_and_refuses_bad_rates():
+    import time
+
+    from pipelines.slow_storage import RateLimiter, sleep_per_record
+
+    ds = tf.data.Dataset.from_tensor_slices([b"x" * 1000, b"y" * 3000]).apply(sleep_per_record(bytes_per_second=10_000))
+    list(ds)  # Builds the graph once.
+    start = time.monotonic()
+    assert [len(x) for x in ds.as_numpy_iterator()] == [1000, 3000]
+    assert 0.35 <= time.monotonic() - start <= 2.0  # 4,000 bytes at 10,000 a second.
+    with pytest.raises(ValueError, match="elements_per_second, bytes_per_second: give exactly one"):
+        sleep_per_record()
+    with pytest.raises(ValueError, match=r"elements_per_second: .*RateLimiter cannot reach workers"):
+        sleep_per_record(RateLimiter(10.0))
