@@ -187,3 +187,36 @@ def test_a_rate_limiter_with_a_service_is_refused_naming_it():
     with pytest.raises(ValueError, match="read_rate: a RateLimiter is a Python clock"):
         pipelines.image_train_dataset(pipelines.ImagePipelineConfig(read_rate=RateLimiter(100.0),
                                                                     service="grpc://localhost:1"))
+
+
+TRAINER = """
+import sys, tensorflow as tf, echoing
+from tensorflow.python.data.experimental.ops import testing
+target = sys.argv[1]
+ds = tf.data.Dataset.range(10**6).apply(testing.sleep(5000))
+ds = ds.apply(echoing.service.distribute("distributed_epoch", target)).apply(echoing.echo(2))
+with echoing.service.DispatcherWatchdog(target, timeout_seconds=5, poll_seconds=0.5):
+    for i, x in enumerate(ds):
+        if i == 100:
+            print("reading", flush=True)
+"""
+
+
+def test_a_dispatcher_that_never_comes_back_stops_the_trainer_with_a_clear_error_not_a_hang(cluster):
+    dispatcher, target = cluster.dispatcher()
+    cluster.worker(target)
+    trainer = subprocess.Popen([sys.executable, "-c", TRAINER, target], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert trainer.stdout.readline().strip() == "reading"
+        dispatcher.kill()
+        killed = time.perf_counter()
+        code = trainer.wait(timeout=120)
+        seconds = time.perf_counter() - killed
+        stderr = trainer.stderr.read()
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+    assert code == echoing.service.watchdog.EXIT_CODE
+    assert "has not answered for 5 s; stopping this trainer" in stderr
+    assert 4 <= seconds <= 20, seconds  # The timeout from the last answer (a probe before the kill), and the exit.

@@ -34,6 +34,8 @@ from typing import Callable
 
 import tensorflow as tf
 
+from echoing.service.watchdog import DispatcherWatchdog  # noqa: F401  (echoing.service.DispatcherWatchdog)
+
 # The attributes an echo stage leaves on the dataset it returns: every stage, and a stage
 # with a tf.Variable factor.
 ECHO_MARK = "_echoing_factor"
