@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from benchmarks import (auto_echo, backends, controller_sweep, critical_batch, demo, grain_echo, reporting, results_io, service,
-                        throughput, xla_check)
+                        service_processes, throughput, xla_check)
 
 
 def shapes_baselines_table(document: dict) -> str:
@@ -48,6 +48,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "xla_check": xla_check.table,
     "backends": backends.table,
     "service": service.table,
+    "service_processes": service_processes.document_table,
 }
 
 
