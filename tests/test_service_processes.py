@@ -68,18 +68,19 @@ def echoed(target, factor=2, stats=None, **kwargs):
     return ds.apply(echoing.echo(factor, stats=stats))
 
 
-def test_the_commands_answer_help_and_stop_cleanly_on_sigterm_and_sigint(cluster):
+def test_the_commands_answer_help_and_stop_cleanly_on_sigterm_and_sigint(cluster, capsys):
+    from echoing.service import servers
+
     for args in ([], ["dispatcher"], ["worker"]):
-        done = subprocess.run([sys.executable, "-m", "echoing.service", *args, "--help"], capture_output=True,
-                              text=True, timeout=120)
-        assert done.returncode == 0 and "usage" in done.stdout
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        dispatcher, target = cluster.dispatcher()
-        worker = cluster.worker(target)
-        for process in (worker, dispatcher):
-            process.send_signal(sig)
-            assert process.wait(timeout=60) == 0
-            assert process.stdout.read().strip() == "stopped"
+        with pytest.raises(SystemExit) as done:
+            servers.main([*args, "--help"])
+        assert done.value.code == 0 and "usage: python -m echoing.service" in capsys.readouterr().out
+    dispatcher, target = cluster.dispatcher()
+    worker = cluster.worker(target)
+    for process, sig in ((worker, signal.SIGINT), (dispatcher, signal.SIGTERM)):
+        process.send_signal(sig)
+        assert process.wait(timeout=60) == 0
+        assert process.stdout.read().strip() == "stopped"
 
 
 def test_training_reads_through_worker_processes_once_each_and_echoes_on_the_trainer(cluster):
@@ -117,6 +118,7 @@ def test_a_worker_killed_mid_epoch_loses_at_most_what_it_held_and_nothing_arrive
     assert seconds < 30
 
 
+@pytest.mark.slow  # About 15 s; run with python -m pytest -m slow.
 def test_a_worker_that_joins_mid_run_raises_the_rate(cluster):
     _, target = cluster.dispatcher()
     cluster.worker(target)
@@ -151,6 +153,7 @@ def test_a_dispatcher_killed_and_restarted_with_its_work_dir_lets_the_job_contin
     assert min(after) > min(before)
 
 
+@pytest.mark.slow  # About 35 s (the embedded data through a worker); the text pipeline's test stays in the default run.
 def test_the_image_pipelines_read_rate_travels_to_worker_processes(cluster):
     # One worker process reads at 200 records/s by graph ops that no Python throttle
     # reaches: 20 batches of 8 take about 0.8 s.
