@@ -23,7 +23,7 @@ Example, with a step of about 5 ms and an input pipeline throttled to one batch 
 ...     lambda x: x + sleep(0.005))])
 >>> model.compile(loss=lambda y, p: tf.reduce_mean(p) * 0.0)
 >>> auto = echoing.AutoEcho(factor, max_factor=8.0, stats=stats, elements_per_step=8, verbose=0)
->>> history = model.fit(ds.map(lambda x: (x, x)), steps_per_epoch=80, epochs=4, callbacks=[auto], verbose=0)
+>>> history = model.fit(ds.map(lambda x: (x, x)), steps_per_epoch=80, epochs=8, callbacks=[auto], verbose=0)
 >>> sorted(k for k in history.history if k != "loss")
 ['echo_factor', 'fresh_examples', 'steps_per_second']
 >>> auto.decisions[0].phase.value, "hold" in [d.phase for d in auto.decisions]
