@@ -41,6 +41,7 @@ except ImportError as error:  # pragma: no cover - exercised in a process withou
 import numpy as np
 
 from echoing._checks import check_int
+from echoing.echo import _check_factor_value, _check_seed
 
 __all__ = ["EchoStats", "Factor", "echo"]
 
@@ -53,10 +54,8 @@ def _factor_value(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name}: expected a Python int or float >= 1, or an echoing.grain.Factor, got "
                         f"{type(value).__name__}: {value!r:.200}")
-    number = float(value)
-    if not math.isfinite(number) or number < 1:
-        raise ValueError(f"{name}: the echo factor must be finite and >= 1, got {value!r}")
-    return number
+    _check_factor_value(float(value), name)  # The same bounds and words as echoing.echo's.
+    return float(value)
 
 
 class Factor:
@@ -161,11 +160,7 @@ def echo(dataset: Union["grain.IterDataset", "grain.MapDataset"], factor: Union[
     if not isinstance(factor, Factor):
         _factor_value(factor, "factor")
     check_int("shuffle_buffer_size", shuffle_buffer_size, low=0)
-    if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-            raise TypeError(f"seed: expected an int or None, got {type(seed).__name__}: {seed!r:.200}")
-        if not 0 <= seed < 2**63:
-            raise ValueError(f"seed: expected an int in [0, 2**63), got {seed!r}")
+    _check_seed(seed)
     if stats is not None and not isinstance(stats, EchoStats):
         raise TypeError(f"stats: expected an echoing.grain.EchoStats or None, got {type(stats).__name__}: {stats!r:.200}")
     return EchoIterDataset(dataset, factor, shuffle_buffer_size=int(shuffle_buffer_size),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import numbers
 import threading
 import time
@@ -203,9 +202,10 @@ def sleep_per_record(elements_per_second: Optional[float] = None, *,
                          f"{bytes_per_second!r}")
     name, rate = (("elements_per_second", elements_per_second) if elements_per_second is not None
                   else ("bytes_per_second", bytes_per_second))
-    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not math.isfinite(rate) or rate <= 0:
+    if isinstance(rate, RateLimiter):
         raise ValueError(f"{name}: expected a positive finite number (a RateLimiter cannot reach workers in other "
                          f"processes), got {rate!r}")
+    _check_rate(name, rate)
 
     def _apply_fn(dataset: tf.data.Dataset) -> tf.data.Dataset:
         if elements_per_second is not None:
