@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import echoing
-from echoing.simulation import ELEMENTS_PER_STEP, Run, Scenario, simulate
+from echoing.simulation import ELEMENTS_PER_STEP, Run, Scenario, simulate, simulate_in_step
 from benchmarks import results_io
 
 # Progress per step at factor e is 1 / (1 + c (e - 1)). Fitted to the committed sample
@@ -66,6 +66,7 @@ FIRST_TUNING_SEED = 1000
 class Law(str, enum.Enum):
     SUPPLY = "supply"  # observe(step, timestamp, fresh)
     TIMING = "timing"  # observe(step, timestamp)
+    WAIT = "wait"  # observe(step, timestamp, fresh, input_wait)
 
 
 class Change(str, enum.Enum):
@@ -161,10 +162,11 @@ def run_case(case: Case, law: Law, factor: Optional[float] = None) -> Run:
     scenario = case.scenario(max_steps(case))
     if factor is not None:
         return simulate(scenario, factor=factor, progress=PROGRESS, slope=max(SLOPES))
+    counted = law in (Law.SUPPLY, Law.WAIT)
     controller = echoing.EchoController(max_factor=case.max_factor,
-                                        elements_per_step=ELEMENTS_PER_STEP if law == Law.SUPPLY else None)
-    return simulate(scenario, factor=1.0, controller=controller, count_fresh=law == Law.SUPPLY,
-                    progress=PROGRESS, slope=max(SLOPES))
+                                        elements_per_step=ELEMENTS_PER_STEP if counted else None)
+    return simulate_in_step([scenario], factor=1.0, controllers=[controller], count_fresh=counted,
+                            pass_wait=law == Law.WAIT, progress=PROGRESS, slope=max(SLOPES))[0]
 
 
 @dataclasses.dataclass(frozen=True)

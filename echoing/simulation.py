@@ -40,7 +40,7 @@ import dataclasses
 import math
 import random
 from collections import deque
-from typing import Callable, Optional, Protocol, Union
+from typing import Callable, Optional, Protocol, Sequence, Union
 
 from echoing._checks import check_int, check_number
 
@@ -167,6 +167,53 @@ def progress_per_step(factor: float, slope: float) -> float:
     return 1 / (1 + slope * (factor - 1))
 
 
+class _Pipeline:
+    """The upstream and the echo stage of one scenario, stepped by event times (see the module docstring)."""
+
+    def __init__(self, scenario: Scenario, factor: float, rng: random.Random) -> None:
+        s = self.scenario = scenario
+        self.rng = rng
+        self.factor = factor
+        self.read_sigma = math.sqrt(math.log1p(s.upstream_jitter ** 2))
+        self.lump_mu = math.log(s.lump_batches) - s.lump_sigma ** 2 / 2
+        self.prefetch = s.upstream_batches if s.warm else 0  # fresh batches read, not yet pulled
+        self.output: deque = deque([factor] * s.buffer_batches if s.warm else [])  # factors of the batches made
+        self.credit = 0.0  # output batches still to make from the micro-batch pulled last
+        self.fresh = ELEMENTS_PER_STEP * math.ceil(s.buffer_batches / factor - 1e-9) if s.warm else 0
+        self.reading: Optional[tuple[float, int]] = None  # (end time, size) of the read under way
+
+    def jitter(self, sigma: float) -> float:
+        return math.exp(self.rng.gauss(-sigma * sigma / 2, sigma)) if sigma else 1.0
+
+    def move(self, now: float, steps_done: int) -> None:
+        """The echo stage fills the output buffer, and the upstream starts a read if it has room."""
+        s = self.scenario
+        while len(self.output) < s.buffer_batches:
+            if self.credit >= 1 - 1e-9:
+                self.output.append(self.factor)
+                self.credit -= 1
+            elif self.prefetch >= 1:
+                self.prefetch -= 1
+                self.fresh += ELEMENTS_PER_STEP
+                self.credit += self.factor  # one fresh batch makes e output batches (fractional: on average)
+            else:
+                break
+        if self.reading is None and self.prefetch < s.upstream_batches:
+            if s.lump_sigma:
+                size = max(1, round(self.rng.lognormvariate(self.lump_mu, s.lump_sigma)))
+            else:
+                size = s.lump_batches
+            seconds = size * s.ratio_at(steps_done) * s.step_seconds * self.jitter(self.read_sigma)
+            self.reading = (now + seconds, size)
+
+    def arrive(self) -> float:
+        """The read under way ends; returns its end time."""
+        now, size = self.reading
+        self.reading = None
+        self.prefetch += size
+        return now
+
+
 def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Controller] = None,
              count_fresh: bool = True, progress: Optional[float] = None, slope: float = 0.0) -> Run:
     """Runs ``scenario`` at a fixed ``factor``, or with ``controller`` choosing it.
@@ -185,77 +232,90 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
     Returns:
       a :class:`Run`.
     """
+    return simulate_in_step([scenario], factor=factor, controllers=None if controller is None else [controller],
+                            count_fresh=count_fresh, progress=progress, slope=slope)[0]
+
+
+def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
+                     controllers: Optional[Sequence[Controller]] = None, count_fresh: bool = True,
+                     pass_wait: bool = False, progress: Optional[float] = None, slope: float = 0.0) -> list:
+    """Runs trainers in step, one per scenario: each step starts once every trainer has a batch.
+
+    This is synchronous data parallelism (``MultiWorkerMirroredStrategy``): each trainer
+    reads and echoes its own input, and the step, whose time is the first scenario's
+    (``step_seconds``, ``step_jitter``, pauses, ``steps``), waits for the slowest. Each
+    trainer may have its own controller, given its own fresh count and, with
+    ``pass_wait``, its loop's total wait for its own input (``input_wait``: from the end
+    of a step until its own batch was there).
+
+    Returns:
+      one :class:`Run` per trainer (the same step times; each its own factors).
+    """
     check_number("factor", factor, low=1)
-    s = scenario
-    rng = random.Random(s.seed)
+    if not scenarios:
+        raise ValueError("scenarios: expected at least one Scenario, got none")
+    if controllers is not None and len(controllers) != len(scenarios):
+        raise ValueError(f"controllers: expected one per scenario ({len(scenarios)}), got {len(controllers)}")
+    s = scenarios[0]
+    # One trainer draws its step times and its reads from one generator, as it always has
+    # (the committed sweep in benchmarks/results/ is reproduced exactly); more draw apart.
+    rngs = [random.Random(s.seed)] + [random.Random(each.seed * 1_000_003 + i) for i, each in
+                                      enumerate(scenarios[1:], 1)]
+    pipes = [_Pipeline(each, factor, rng) for each, rng in zip(scenarios, rngs)]
     step_sigma = math.sqrt(math.log1p(s.step_jitter ** 2))
-    read_sigma = math.sqrt(math.log1p(s.upstream_jitter ** 2))
-    lump_mu = math.log(s.lump_batches) - s.lump_sigma ** 2 / 2
-
-    def jitter(sigma: float) -> float:
-        return math.exp(rng.gauss(-sigma * sigma / 2, sigma)) if sigma else 1.0
-
-    def lump_size() -> int:
-        if s.lump_sigma:
-            return max(1, round(rng.lognormvariate(lump_mu, s.lump_sigma)))
-        return s.lump_batches
-
     steps_done = 0
-    prefetch = s.upstream_batches if s.warm else 0  # fresh batches read, not yet pulled
-    output: deque = deque([factor] * s.buffer_batches if s.warm else [])  # factors of the batches made
-    credit = 0.0  # output batches still to make from the micro-batch pulled last
-    fresh = ELEMENTS_PER_STEP * math.ceil(s.buffer_batches / factor - 1e-9) if s.warm else 0
-    reading: Optional[tuple[float, int]] = None  # (end time, size) of the read under way
-    stepping: Optional[tuple[float, float]] = None  # (end time, factor of its batch) of the step under way
-    now = 0.0
-    step_ends, factors, batch_factors, ratios = [], [], [], []
+    stepping: Optional[tuple[float, list]] = None  # (end time, factors of its batches) of the step under way
+    now = last_end = 0.0
+    waits = [0.0] * len(pipes)
+    waiting = [not pipe.output for pipe in pipes]  # since the last step's end
+    step_ends, factors, batch_factors, ratios = [], [[] for _ in pipes], [[] for _ in pipes], [[] for _ in pipes]
     summed = 0.0
 
     def move(now: float) -> None:
         """Everything that can happen at ``now`` without time passing."""
-        nonlocal prefetch, credit, fresh, reading, stepping
-        while len(output) < s.buffer_batches:
-            if credit >= 1 - 1e-9:
-                output.append(factor)
-                credit -= 1
-            elif prefetch >= 1:
-                prefetch -= 1
-                fresh += ELEMENTS_PER_STEP
-                credit += factor  # one fresh batch makes e output batches (fractional: on average)
-            else:
-                break
-        if reading is None and prefetch < s.upstream_batches:
-            size = lump_size()
-            seconds = size * s.ratio_at(steps_done) * s.step_seconds * jitter(read_sigma)
-            reading = (now + seconds, size)
-        if stepping is None and output:
-            seconds = s.step_seconds * jitter(step_sigma)
+        nonlocal stepping
+        for i, pipe in enumerate(pipes):
+            pipe.move(now, steps_done)
+            if waiting[i] and pipe.output:
+                waits[i] += now - last_end
+                waiting[i] = False
+        if stepping is None and all(pipe.output for pipe in pipes):
+            seconds = s.step_seconds * pipes[0].jitter(step_sigma)
             if s.pause_seconds and (steps_done + 1) % s.pause_every_steps == 0:
                 seconds += s.pause_seconds
-            stepping = (now + seconds, output.popleft())
+            stepping = (now + seconds, [pipe.output.popleft() for pipe in pipes])
 
     move(now)
     while steps_done < s.steps:
-        if stepping is not None and (reading is None or stepping[0] <= reading[0]):
+        arriving = [pipe.reading[0] for pipe in pipes if pipe.reading is not None]
+        if stepping is not None and (not arriving or stepping[0] <= min(arriving)):
             now, made_at = stepping
             stepping = None
             steps_done += 1
+            last_end = now
+            waiting = [not pipe.output for pipe in pipes]
             step_ends.append(now)
-            factors.append(factor)
-            batch_factors.append(made_at)
-            ratios.append(s.ratio_at(steps_done - 1))
-            summed += progress_per_step(made_at, slope) if progress is not None else 0.0
-            if controller is not None and (steps_done % s.steps_per_execution == 0):
-                counted = {"fresh": fresh} if count_fresh else {}
-                if controller.observe(steps_done - 1, now, **counted) is not None:
-                    factor = float(controller.factor)
+            for i, pipe in enumerate(pipes):
+                factors[i].append(pipe.factor)
+                batch_factors[i].append(made_at[i])
+                ratios[i].append(pipe.scenario.ratio_at(steps_done - 1))
+            summed += sum(progress_per_step(e, slope) for e in made_at) / len(made_at) if progress is not None else 0.0
+            if controllers is not None and (steps_done % s.steps_per_execution == 0):
+                for i, (pipe, controller) in enumerate(zip(pipes, controllers)):
+                    told = {"fresh": pipe.fresh} if count_fresh else {}
+                    if pass_wait:
+                        told["input_wait"] = waits[i]
+                    if controller.observe(steps_done - 1, now, **told) is not None:
+                        pipe.factor = float(controller.factor)
             if progress is not None and summed >= progress - 1e-9:
                 break
         else:
-            now, size = reading
-            reading = None
-            prefetch += size
+            now = min((pipe for pipe in pipes if pipe.reading is not None), key=lambda pipe: pipe.reading[0]).arrive()
         move(now)
-    decisions = list(getattr(controller, "decisions", [])) if controller is not None else []
-    return Run(seconds=now, step_ends=step_ends, factors=factors, batch_factors=batch_factors, ratios=ratios,
-               decisions=decisions)
+    runs = []
+    for i in range(len(pipes)):
+        controller = controllers[i] if controllers is not None else None
+        decisions = list(getattr(controller, "decisions", [])) if controller is not None else []
+        runs.append(Run(seconds=now, step_ends=step_ends, factors=factors[i], batch_factors=batch_factors[i],
+                        ratios=ratios[i], decisions=decisions))
+    return runs

@@ -1,0 +1,152 @@
+"""One trainer of several in step (``MultiWorkerMirroredStrategy``), each echoing its own input with its own controller.
+
+Run one process per trainer, on each host, with the same ``--hosts`` and its own
+``--index`` (here two on loopback; the second reads twice as slowly)::
+
+    python -m examples.two_trainers --hosts localhost:23456,localhost:23457 --index 0 --read-ratio 2 &
+    python -m examples.two_trainers --hosts localhost:23456,localhost:23457 --index 1 --read-ratio 4
+
+Each trainer reads its own shard (``distribute_datasets_from_function``: the ids
+``index, index + n, index + 2n, ...`` of a source that makes a batch every
+``read_ratio * step_seconds``), echoes it with :func:`echoing.echo` at its own
+``tf.Variable`` factor (created outside the strategy's scope: a plain local variable, not
+a mirrored one) and counts it with its own :class:`echoing.EchoStats`. The step is a
+linear model's SGD step whose gradients are summed across the trainers
+(``strategy.run``: every trainer waits for the slowest), then a sleep of
+``--step-seconds`` that stands for the accelerator's work.
+
+**Each trainer's own wait.** In step, every trainer's steps run at the slowest trainer's
+rate, so every trainer's production falls with everyone's; the loop times its own
+``next(iterator)`` and hands the total to :meth:`echoing.EchoController.observe`
+(``input_wait=``), which raises a trainer's factor only when that trainer waited for its
+own input. A trainer whose input is slower echoes more, and one slow reader does not hold
+the others back.
+
+It prints one line of JSON: the factors it held, its step rate, its fresh count and the
+ids it trained on (``tests/test_two_trainers.py`` checks them across both trainers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+FEATURES = 8
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m examples.two_trainers", description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", required=True, help="every trainer's host:port, comma-separated, in index order")
+    parser.add_argument("--index", type=int, required=True, help="this trainer's index in --hosts")
+    parser.add_argument("--read-ratio", type=float, required=True,
+                        help="R of this trainer's input: it makes a batch every read_ratio * step_seconds")
+    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--step-seconds", type=float, default=0.02)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--max-factor", type=float, default=8.0)
+    args = parser.parse_args(argv)
+    hosts = args.hosts.split(",")
+    for host in hosts:
+        name, _, port = host.rpartition(":")
+        if not name or not port.isdigit() or not 0 < int(port) < 65536:
+            parser.error(f"--hosts: expected host:port entries, got {host!r} in {args.hosts!r}")
+    if not 0 <= args.index < len(hosts):
+        parser.error(f"--index: expected 0 to {len(hosts) - 1} (one per entry of --hosts), got {args.index}")
+    for name in ("read_ratio", "step_seconds"):
+        if not getattr(args, name) > 0:
+            parser.error(f"--{name.replace('_', '-')}: expected a number > 0, got {getattr(args, name)}")
+    for name in ("steps", "batch_size"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')}: expected an int >= 1, got {getattr(args, name)}")
+    if args.max_factor < 1:
+        parser.error(f"--max-factor: expected a number >= 1, got {args.max_factor}")
+    args.hosts = hosts
+    return args
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    # The cluster must be known before TensorFlow makes the strategy.
+    os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": args.hosts},
+                                          "task": {"type": "worker", "index": args.index}})
+    import tensorflow as tf
+
+    import echoing
+    from echoing import testing
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    trainers = len(args.hosts)
+    # Local to this trainer: created outside strategy.scope(), so neither is mirrored.
+    factor = tf.Variable(1.0, dtype=tf.float64, trainable=False)
+    stats = echoing.EchoStats()
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        shard, shards, size = context.input_pipeline_id, context.num_input_pipelines, args.batch_size
+        # A batch's worth of examples every read_ratio * step_seconds, read whole (a record).
+        records = testing.throttled_range(1 / (args.read_ratio * args.step_seconds))
+        ids = records.flat_map(lambda r: tf.data.Dataset.range(r * size, (r + 1) * size)).map(lambda i: i * shards + shard)
+
+        def example(i):
+            x = tf.random.stateless_normal([FEATURES], seed=tf.stack([i, tf.constant(0, tf.int64)]))
+            return {"id": i, "x": x, "y": tf.reduce_sum(x[:2])}
+
+        return (ids.map(example).apply(echoing.echo(factor, shuffle_buffer_size=4 * args.batch_size, seed=args.index,
+                                                    stats=stats))
+                .batch(args.batch_size, drop_remainder=True).prefetch(2))
+
+    dataset = strategy.distribute_datasets_from_function(dataset_fn)
+    with strategy.scope():
+        weights = tf.Variable(tf.zeros([FEATURES]))
+
+    @tf.function
+    def train_step(batch):
+        def replica_step(batch):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((tf.linalg.matvec(batch["x"], weights) - batch["y"]) ** 2)
+            gradient = tape.gradient(loss, weights)
+            # The sum across trainers: every trainer waits here for the slowest.
+            gradient = tf.distribute.get_replica_context().all_reduce("mean", gradient)
+            weights.assign_sub(0.05 * gradient)
+            return loss
+        return strategy.run(replica_step, args=(batch,))
+
+    controller = echoing.EchoController(max_factor=args.max_factor, elements_per_step=args.batch_size)
+    iterator = iter(dataset)
+    waited, ids, factors, ends = 0.0, [], [], []
+    for step in range(args.steps):
+        start = time.perf_counter()
+        batch = next(iterator)
+        waited += time.perf_counter() - start
+        train_step(batch)
+        time.sleep(args.step_seconds)  # The accelerator's share of the step.
+        ends.append(time.perf_counter())
+        ids.extend(int(i) for i in strategy.experimental_local_results(batch["id"])[0].numpy())
+        factors.append(float(factor.numpy()))
+        if controller.observe(step, ends[-1], fresh=int(stats.fresh), input_wait=waited):
+            factor.assign(controller.factor)
+    half = len(ends) // 2
+    opening = next((d for d in controller.decisions if d.cause == echoing.Cause.OWN_RATE), None)
+    summary = {
+        "index": args.index,
+        "trainers": trainers,
+        "read_ratio": args.read_ratio,
+        "steps": args.steps,
+        "own_rate": opening.own_rate if opening is not None else None,
+        "second_half_step_rate": (len(ends) - half - 1) / (ends[-1] - ends[half]),
+        "second_half_mean_factor": statistics.fmean(factors[half:]),
+        "ratio": controller.ratio,
+        "fresh": int(stats.fresh),
+        "emitted": int(stats.emitted),
+        "trained_ids": ids,
+        "decisions": [str(d) for d in controller.decisions],
+    }
+    print(json.dumps(summary), flush=True)
+    return summary
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
