@@ -22,6 +22,15 @@ factor e making ``1 / (1 + c (e - 1))`` of a fresh step's. ``c`` is a task's own
 or above it, and after a change of R the share of steps from 150 steps after it whose
 factor is within [0.85, 1.5] of the new R (clipped to ``[1, max_factor]``).
 
+A second family runs two trainers in step (synchronous data parallelism,
+``MultiWorkerMirroredStrategy``), each reading its own input at its own R (log-uniform in
+1-8 each, ``max_factor`` 8, step jitter 0-20%, read jitter 0-30%, buffers of 4-16 and
+prefetch of 1-8), each with its own controller given its own fresh count (the supply law;
+:func:`draw_pair`, :func:`judge_pair`). Figures: the
+step rate over the second half over the step's own rate, and the share of trainers whose
+mean factor over the second half is within [0.85, 1.5] of their own R (clipped to
+``[1, max_factor]``).
+
 The law was designed on cases drawn from seeds 1000 and up; the committed results and
 the CI slice (``tests/test_controller_sweep.py``) use seeds 0-199, which it was never
 tuned on. Run ``python -m benchmarks.controller_sweep`` (about a minute on 2 cores;
@@ -66,7 +75,6 @@ FIRST_TUNING_SEED = 1000
 class Law(str, enum.Enum):
     SUPPLY = "supply"  # observe(step, timestamp, fresh)
     TIMING = "timing"  # observe(step, timestamp)
-    WAIT = "wait"  # observe(step, timestamp, fresh, input_wait)
 
 
 class Change(str, enum.Enum):
@@ -162,11 +170,10 @@ def run_case(case: Case, law: Law, factor: Optional[float] = None) -> Run:
     scenario = case.scenario(max_steps(case))
     if factor is not None:
         return simulate(scenario, factor=factor, progress=PROGRESS, slope=max(SLOPES))
-    counted = law in (Law.SUPPLY, Law.WAIT)
     controller = echoing.EchoController(max_factor=case.max_factor,
-                                        elements_per_step=ELEMENTS_PER_STEP if counted else None)
-    return simulate_in_step([scenario], factor=1.0, controllers=[controller], count_fresh=counted,
-                            pass_wait=law == Law.WAIT, progress=PROGRESS, slope=max(SLOPES))[0]
+                                        elements_per_step=ELEMENTS_PER_STEP if law == Law.SUPPLY else None)
+    return simulate(scenario, factor=1.0, controller=controller, count_fresh=law == Law.SUPPLY,
+                    progress=PROGRESS, slope=max(SLOPES))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,6 +263,119 @@ def sweep(seeds, processes: int = 2) -> tuple[list[Case], list[Result]]:
     return cases, [result for results in judged for result in results]
 
 
+# Steps of a two-trainer run; the second half is judged.
+IN_STEP_STEPS = 2000
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    """Two trainers in step: each its own input (R), the same step."""
+
+    seed: int
+    ratios: tuple
+    step_jitter: float
+    upstream_jitter: float
+    buffer_batches: int
+    upstream_batches: int
+
+    def scenarios(self) -> list[Scenario]:
+        return [Scenario(ratio=ratio, steps=IN_STEP_STEPS, step_seconds=0.02, step_jitter=self.step_jitter,
+                         upstream_jitter=self.upstream_jitter, buffer_batches=self.buffer_batches,
+                         upstream_batches=self.upstream_batches, seed=self.seed) for ratio in self.ratios]
+
+    def record(self) -> dict:
+        return {**dataclasses.asdict(self), "ratios": list(self.ratios)}
+
+    @classmethod
+    def from_record(cls, record: dict) -> "Pair":
+        return cls(**{**record, "ratios": tuple(record["ratios"])})
+
+
+def draw_pair(seed: int) -> Pair:
+    rng = random.Random(seed)
+    return Pair(seed=seed, ratios=(round(math.exp(rng.uniform(0, math.log(8))), 3),
+                                   round(math.exp(rng.uniform(0, math.log(8))), 3)),
+                step_jitter=round(rng.uniform(0, 0.2), 3), upstream_jitter=round(rng.uniform(0, 0.3), 3),
+                buffer_batches=rng.randint(4, 16), upstream_batches=rng.randint(1, 8))
+
+
+@dataclasses.dataclass(frozen=True)
+class PairResult:
+    """The controllers on one :class:`Pair`: the second half's step rate over the step's own, and each trainer's factor over its R."""
+
+    seed: int
+    rate_share: float
+    factor_over_ratio: tuple
+
+    def record(self) -> dict:
+        return {**dataclasses.asdict(self), "factor_over_ratio": list(self.factor_over_ratio)}
+
+    @classmethod
+    def from_record(cls, record: dict) -> "PairResult":
+        return cls(**{**record, "factor_over_ratio": tuple(record["factor_over_ratio"])})
+
+
+def judge_pair(pair: Pair) -> PairResult:
+    half = IN_STEP_STEPS // 2
+    controllers = [echoing.EchoController(max_factor=8.0, elements_per_step=ELEMENTS_PER_STEP) for _ in pair.ratios]
+    runs = simulate_in_step(pair.scenarios(), controllers=controllers)
+    ends = runs[0].step_ends
+    rate_share = (len(ends) - half - 1) / (ends[-1] - ends[half]) * 0.02
+    over = tuple(round(statistics.fmean(run.factors[half:]) / min(8.0, max(1.0, ratio)), 4)
+                 for run, ratio in zip(runs, pair.ratios))
+    return PairResult(seed=pair.seed, rate_share=round(rate_share, 4), factor_over_ratio=over)
+
+
+@dataclasses.dataclass(frozen=True)
+class PairSummary:
+    """The two-trainer family's distribution."""
+
+    pairs: int
+    rate_p50: float
+    rate_p05: float
+    rate_worst: float
+    near: int
+    trainers: int
+
+    def record(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_record(cls, record: dict) -> "PairSummary":
+        return cls(**record)
+
+
+def summarize_pairs(results: list[PairResult]) -> PairSummary:
+    rates = sorted(r.rate_share for r in results)
+    overs = [o for r in results for o in r.factor_over_ratio]
+    return PairSummary(pairs=len(results), rate_p50=statistics.median(rates), rate_p05=rates[len(rates) // 20],
+                       rate_worst=rates[0], near=sum(0.85 <= o <= 1.5 for o in overs), trainers=len(overs))
+
+
+def pair_table(summaries: list[PairSummary]) -> str:
+    lines = ["| pairs | step rate / own: p50 | p5 | worst | trainers within [0.85, 1.5] x own R |",
+             "|---|---|---|---|---|"]
+    for s in summaries:
+        lines.append(f"| {s.pairs} | {s.rate_p50:.3f} | {s.rate_p05:.3f} | {s.rate_worst:.3f} | "
+                     f"{s.near} of {s.trainers} |")
+    return "\n".join(lines)
+
+
+def document_pair_table(document: dict) -> str:
+    """The two-trainer family's table from a results document (``python -m benchmarks.readme_tables``)."""
+    summaries = [PairSummary.from_record(record) for record in document["results"]["in_step_summaries"]]
+    settings = document["settings"]
+    return pair_table(summaries) + f"\n\n_Pairs of seeds {settings['first_seed']}-{settings['first_seed'] + settings['pairs'] - 1}._"
+
+
+def sweep_pairs(seeds, processes: int = 2) -> tuple[list[Pair], list[PairResult]]:
+    pairs = [draw_pair(seed) for seed in seeds]
+    if processes > 1:
+        with multiprocessing.get_context("fork").Pool(processes) as pool:
+            return pairs, pool.map(judge_pair, pairs, chunksize=4)
+    return pairs, [judge_pair(pair) for pair in pairs]
+
+
 def quantile(values: list, q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
@@ -314,8 +434,7 @@ def document_table(document: dict) -> str:
     """The summaries' table from a results document (``python -m benchmarks.readme_tables``)."""
     summaries = [Summary.from_record(record) for record in document["results"]["summaries"]]
     settings = document["settings"]
-    return (table(summaries) + f"\n\n_From `benchmarks/results/controller_sweep.json`: `{document['command']}` "
-            f"(cases of seeds {settings['first_seed']}-{settings['first_seed'] + settings['cases'] - 1})._")
+    return table(summaries) + f"\n\n_Cases of seeds {settings['first_seed']}-{settings['first_seed'] + settings['cases'] - 1}._"
 
 
 def plot(results: list[Result], path: Path) -> Path:
@@ -350,6 +469,7 @@ def main(argv=None) -> None:
     parser.add_argument("--first-seed", type=int, default=FIRST_REPORTED_SEED,
                         help=f"the first case's seed (default {FIRST_REPORTED_SEED}; the law was designed on "
                              f"{FIRST_TUNING_SEED} and up)")
+    parser.add_argument("--pairs", type=int, default=100, help="two-trainer pairs to draw (default 100)")
     parser.add_argument("--processes", type=int, default=2)
     results_io.add_output_dir_argument(parser)
     args = parser.parse_args(argv)
@@ -357,12 +477,17 @@ def main(argv=None) -> None:
     cases, results = sweep(seeds, args.processes)
     summaries = [summarize(results, law, slope) for law in Law for slope in SLOPES]
     print(table(summaries))
-    settings = {"cases": args.cases, "first_seed": args.first_seed, "slopes": list(SLOPES), "progress": PROGRESS,
+    pairs, pair_results = sweep_pairs(range(args.first_seed, args.first_seed + args.pairs), args.processes)
+    pair_summaries = [summarize_pairs(pair_results)]
+    print(pair_table(pair_summaries))
+    settings = {"cases": args.cases, "pairs": args.pairs, "first_seed": args.first_seed, "slopes": list(SLOPES), "progress": PROGRESS,
                 "grid_ratio": GRID_RATIO, "settle_after_change": SETTLE_AFTER_CHANGE,
                 "controller": dataclasses.asdict(echoing.ControllerSettings())}
     path = results_io.write_results("controller_sweep", settings, {
         "cases": [c.record() for c in cases], "results": [r.record() for r in results],
-        "summaries": [s.record() for s in summaries]}, args.output_dir)
+        "summaries": [s.record() for s in summaries], "in_step": [p.record() for p in pairs],
+        "in_step_results": [r.record() for r in pair_results],
+        "in_step_summaries": [s.record() for s in pair_summaries]}, args.output_dir)
     print(f"results: {path}")
     print(f"plot: {plot(results, args.output_dir / 'controller_sweep.png')}")
 

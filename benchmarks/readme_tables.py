@@ -43,6 +43,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "time_to_target_seeds_fixed": reporting.fixed_steps_table,
     "critical_batch": critical_batch.table,
     "controller_sweep": controller_sweep.document_table,
+    "controller_in_step": controller_sweep.document_pair_table,
     "grain_echo": grain_echo.document_table,
     "auto_echo": auto_echo.table,
     "xla_check": xla_check.table,
@@ -56,6 +57,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
 SOURCES = {name: "time_to_target" for name in ("time_to_target_replay", "time_to_target_best", "time_to_target_wallclock",
                                                 "time_to_target_wallclock_best", "time_to_target_commands")}
 SOURCES["time_to_target_seeds_commands"] = "time_to_target_seeds"
+SOURCES["controller_in_step"] = "controller_sweep"
 SOURCES["time_to_target_seeds_fixed"] = "time_to_target_seeds"
 
 

@@ -14,6 +14,14 @@ Run it::
 
 It prints one line per step (``step``, the ids of the batch's examples, ``fresh``), so a
 run can be compared with another: ``tests/test_resume.py`` kills it and compares.
+
+**With tf.data service** (``--service grpc://host:port``: the reading runs on the
+service's workers, the echo stage on this trainer), TensorFlow cannot checkpoint the
+iterator of a distributed dataset. The checkpoint then holds the model, the optimizer,
+``EchoStats``, the factor and the step, and a resumed run reads through a new job, which
+starts a new pass over the data from its beginning: the counts and the model go on
+exactly from the checkpoint, the position in the data does not
+(``tests/test_service_processes.py`` kills and resumes one).
 """
 
 from __future__ import annotations
@@ -31,10 +39,12 @@ import echoing
 FEATURES = 4
 
 
-def make_dataset(factor: tf.Variable, stats: echoing.EchoStats, seed: int) -> tf.data.Dataset:
-    """An example pipeline: ids with features, echoed by a variable factor, batched."""
+def make_dataset(factor: tf.Variable, stats: echoing.EchoStats, seed: int, service: str = "") -> tf.data.Dataset:
+    """An example pipeline: ids with features (read on ``service``'s workers if given), echoed by a variable factor, batched."""
     ds = tf.data.Dataset.range(10**6)
     ds = ds.map(lambda i: {"id": i, "x": tf.fill([FEATURES], tf.cast(i % 97, tf.float32) / 97.0)})
+    if service:
+        ds = ds.apply(echoing.service.distribute("distributed_epoch", service))
     # Every stage after the echo stage is stateless (see echoing/external_state.py).
     ds = ds.apply(echoing.echo(factor, shuffle_buffer_size=64, seed=seed, stats=stats))
     ds = ds.batch(8)
@@ -54,6 +64,7 @@ def main(argv=None) -> None:
     parser.add_argument("--factor", type=float, default=1.5, help="the echo factor (a tf.Variable)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step (to give a test time to kill)")
+    parser.add_argument("--service", default="", help="a tf.data service dispatcher (grpc://host:port) to read through")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.every < 1:
         parser.error(f"--steps and --every must be positive, got {args.steps} and {args.every}")
@@ -61,14 +72,15 @@ def main(argv=None) -> None:
     keras.utils.set_random_seed(args.seed)  # Fix the global seed too: op seeds combine with it.
     factor = tf.Variable(args.factor, dtype=tf.float64, trainable=False)
     stats = echoing.EchoStats()
-    iterator = iter(make_dataset(factor, stats, args.seed))
+    iterator = iter(make_dataset(factor, stats, args.seed, args.service))
     model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(1)])
     optimizer = keras.optimizers.SGD(0.01)
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
 
-    # One checkpoint holds everything the run's future depends on.
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, iterator=iterator, stats=stats,
-                                     factor=factor, step=step)
+    # One checkpoint holds everything the run's future depends on (a distributed
+    # dataset's iterator cannot be saved: with a service, a resumed run starts a new pass).
+    saved = dict(model=model, optimizer=optimizer, stats=stats, factor=factor, step=step)
+    checkpoint = tf.train.Checkpoint(**saved) if args.service else tf.train.Checkpoint(iterator=iterator, **saved)
     manager = tf.train.CheckpointManager(checkpoint, args.dir, max_to_keep=2)
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()

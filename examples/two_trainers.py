@@ -11,16 +11,24 @@ Each trainer reads its own shard (``distribute_datasets_from_function``: the ids
 ``read_ratio * step_seconds``), echoes it with :func:`echoing.echo` at its own
 ``tf.Variable`` factor (created outside the strategy's scope: a plain local variable, not
 a mirrored one) and counts it with its own :class:`echoing.EchoStats`. The step is a
-linear model's SGD step whose gradients are summed across the trainers
+linear model's SGD step whose gradients are averaged across the trainers
 (``strategy.run``: every trainer waits for the slowest), then a sleep of
 ``--step-seconds`` that stands for the accelerator's work.
 
-**Each trainer's own wait.** In step, every trainer's steps run at the slowest trainer's
-rate, so every trainer's production falls with everyone's; the loop times its own
-``next(iterator)`` and hands the total to :meth:`echoing.EchoController.observe`
-(``input_wait=``), which raises a trainer's factor only when that trainer waited for its
-own input. A trainer whose input is slower echoes more, and one slow reader does not hold
-the others back.
+**Each trainer's own count.** Each trainer's :class:`echoing.EchoController` is given
+that trainer's fresh count, as on one host. In step, every trainer's steps run at the
+slowest input's pace, so a trainer whose input is faster may at first read its own
+production as short and raise its factor; those raises bring no faster steps (the
+controller then takes the slower steps as the step's own rate), and its checks lower it
+again once the slowest trainer has raised its own. On 100 simulated pairs of trainers
+(``python -m benchmarks.controller_sweep``, docs/results/controller.md) and in
+``tests/test_two_trainers.py``, each trainer holds a factor near its own R and the steps
+run near their own rate.
+
+With ``--service grpc://host:port`` each trainer reads through tf.data service workers
+(``python -m echoing.service``), its own job on shared workers, paced there by graph ops
+(``pipelines.slow_storage.sleep_per_record``), and echoes on its own host after
+``distribute``.
 
 It prints one line of JSON: the factors it held, its step rate, its fresh count and the
 ids it trained on (``tests/test_two_trainers.py`` checks them across both trainers).
@@ -48,6 +56,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--step-seconds", type=float, default=0.02)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-factor", type=float, default=8.0)
+    parser.add_argument("--service", default="",
+                        help="read on this tf.data service (grpc://host:port), each trainer its own job; echo here")
     args = parser.parse_args(argv)
     hosts = args.hosts.split(",")
     for host in hosts:
@@ -77,6 +87,7 @@ def main(argv=None) -> dict:
 
     import echoing
     from echoing import testing
+    from pipelines import slow_storage
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     trainers = len(args.hosts)
@@ -87,8 +98,18 @@ def main(argv=None) -> dict:
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         shard, shards, size = context.input_pipeline_id, context.num_input_pipelines, args.batch_size
         # A batch's worth of examples every read_ratio * step_seconds, read whole (a record).
-        records = testing.throttled_range(1 / (args.read_ratio * args.step_seconds))
-        ids = records.flat_map(lambda r: tf.data.Dataset.range(r * size, (r + 1) * size)).map(lambda i: i * shards + shard)
+        records_per_second = 1 / (args.read_ratio * args.step_seconds)
+        if args.service:
+            # Read on the service's workers, paced by graph ops that travel there; each
+            # trainer its own job (its own shard), the echo stage here, after distribute.
+            records = tf.data.Dataset.range(10**9).apply(slow_storage.sleep_per_record(records_per_second))
+        else:
+            records = testing.throttled_range(records_per_second)
+        # One element per record (its ids), so that a service sends records, not examples.
+        ids = records.map(lambda r: tf.range(r * size, (r + 1) * size, dtype=tf.int64) * shards + shard)
+        if args.service:
+            ids = ids.apply(echoing.service.distribute("distributed_epoch", args.service, job_name=f"trainer-{shard}"))
+        ids = ids.unbatch()
 
         def example(i):
             x = tf.random.stateless_normal([FEATURES], seed=tf.stack([i, tf.constant(0, tf.int64)]))
@@ -108,7 +129,7 @@ def main(argv=None) -> dict:
             with tf.GradientTape() as tape:
                 loss = tf.reduce_mean((tf.linalg.matvec(batch["x"], weights) - batch["y"]) ** 2)
             gradient = tape.gradient(loss, weights)
-            # The sum across trainers: every trainer waits here for the slowest.
+            # The mean across trainers: every trainer waits here for the slowest.
             gradient = tf.distribute.get_replica_context().all_reduce("mean", gradient)
             weights.assign_sub(0.05 * gradient)
             return loss
@@ -116,17 +137,15 @@ def main(argv=None) -> dict:
 
     controller = echoing.EchoController(max_factor=args.max_factor, elements_per_step=args.batch_size)
     iterator = iter(dataset)
-    waited, ids, factors, ends = 0.0, [], [], []
+    ids, factors, ends = [], [], []
     for step in range(args.steps):
-        start = time.perf_counter()
         batch = next(iterator)
-        waited += time.perf_counter() - start
         train_step(batch)
         time.sleep(args.step_seconds)  # The accelerator's share of the step.
         ends.append(time.perf_counter())
         ids.extend(int(i) for i in strategy.experimental_local_results(batch["id"])[0].numpy())
         factors.append(float(factor.numpy()))
-        if controller.observe(step, ends[-1], fresh=int(stats.fresh), input_wait=waited):
+        if controller.observe(step, ends[-1], fresh=int(stats.fresh)):
             factor.assign(controller.factor)
     half = len(ends) // 2
     opening = next((d for d in controller.decisions if d.cause == echoing.Cause.OWN_RATE), None)

@@ -118,6 +118,77 @@ def test_a_worker_killed_mid_epoch_loses_at_most_what_it_held_and_nothing_arrive
     assert seconds < 30
 
 
+def test_a_worker_killed_under_parallel_epochs_leaves_the_others_pass_and_the_count_counts_arrivals(cluster):
+    # Under parallel_epochs every worker sends the whole dataset, so each element arrives
+    # once per live worker and EchoStats counts every arrival: with two workers, two
+    # fresh arrivals of each id. After a worker's SIGKILL the other's pass goes on alone:
+    # nothing of its own is lost, and each id arrives once from then on.
+    _, target = cluster.dispatcher()
+    workers = [cluster.worker(target) for _ in range(2)]
+    stats = echoing.EchoStats()
+    ds = paced_source().apply(echoing.service.distribute("parallel_epochs", target))
+    iterator = iter(ds.apply(echoing.echo(2, stats=stats)))
+    received = [int(next(iterator)) for _ in range(400)]
+    os.kill(workers[0].pid, signal.SIGKILL)
+    killed_at = time.perf_counter()
+    received += [int(next(iterator)) for _ in range(1200)]
+    seconds = time.perf_counter() - killed_at
+    counts = collections.Counter(received)
+    assert max(counts.values()) <= 4  # Two workers' arrivals, each echoed twice.
+    assert 2 * int(stats.fresh) - len(received) in range(0, 2 * 64 + 2)  # Arrivals pulled, a micro-batch ahead at most.
+    # Well after the kill, one worker's pass: consecutive ids, each arriving once (twice after echo).
+    tail = received[-400:]
+    tail_counts = collections.Counter(tail[2:-2])
+    assert set(tail_counts.values()) == {2}, tail_counts.most_common(3)
+    ids = sorted(tail_counts)
+    assert ids == list(range(ids[0], ids[-1] + 1))
+    assert seconds < 30
+
+
+def test_a_trainer_killed_and_resumed_on_a_new_job_goes_on_with_exact_counts_and_a_new_pass(cluster, tmp_path):
+    import json
+
+    _, target = cluster.dispatcher()
+    cluster.worker(target)  # One worker: its order is the source's, so runs compare.
+
+    def command(step_seconds):
+        return [sys.executable, "-m", "examples.resume_training", "--dir", str(tmp_path / "ckpt"), "--steps", "30",
+                "--every", "5", "--step-seconds", str(step_seconds), "--service", target]
+
+    def records(text):
+        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    first_output = tmp_path / "first.out"
+    with open(first_output, "w") as out:
+        job = subprocess.Popen(command(0.2), cwd=root, stdout=out, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not any(r.get("step", 0) >= 13
+                                                          for r in records(first_output.read_text())):
+                time.sleep(0.1)
+        finally:
+            job.send_signal(signal.SIGKILL)
+            job.wait(timeout=60)
+    first = records(first_output.read_text())
+    assert not any("done" in r for r in first), "the job was not killed mid-run"
+    second = records(subprocess.run(command(0.0), cwd=root, capture_output=True, text=True, timeout=300,
+                                    check=True).stdout)
+    restored_at = second[0]["step"]
+    assert "restored" in second[0] and restored_at >= 10 and restored_at % 5 == 0
+    saved_fresh = next(r["fresh"] for r in first if r.get("step") == restored_at)
+    steps = [r for r in second if "ids" in r]
+    assert [r["step"] for r in steps] == list(range(restored_at + 1, 31))
+    # What the service cannot resume: the position. The new job starts a new pass, so the
+    # resumed run trains on the first run's first batches again, with the same draws.
+    overlap = min(len(steps), len(first))  # The first run's steps that the resumed run's can be set beside.
+    assert overlap >= 10
+    assert [r["ids"] for r in steps[:overlap]] == [r["ids"] for r in first[:overlap]]
+    # What resumes exactly: the counts go on from the checkpoint's.
+    assert [r["fresh"] - saved_fresh for r in steps[:overlap]] == [r["fresh"] for r in first[:overlap]]
+    assert second[-1]["done"] == 30 and second[-1]["fresh"] == steps[-1]["fresh"]
+
+
 @pytest.mark.slow  # About 15 s; run with python -m pytest -m slow.
 def test_a_worker_that_joins_mid_run_raises_the_rate(cluster):
     _, target = cluster.dispatcher()

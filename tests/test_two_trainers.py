@@ -29,14 +29,14 @@ def free_ports(n):
             s.close()
 
 
-def run_trainers(read_ratios, steps, timeout=300):
+def run_trainers(read_ratios, steps, timeout=300, extra=()):
     hosts = ",".join(f"localhost:{port}" for port in free_ports(len(read_ratios)))
     processes = []
     try:
         for index, ratio in enumerate(read_ratios):
             processes.append(subprocess.Popen(
                 [sys.executable, "-m", "examples.two_trainers", "--hosts", hosts, "--index", str(index),
-                 "--read-ratio", str(ratio), "--steps", str(steps)],
+                 "--read-ratio", str(ratio), "--steps", str(steps), *extra],
                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         outputs = [p.communicate(timeout=timeout) for p in processes]
     finally:
@@ -51,7 +51,31 @@ def run_trainers(read_ratios, steps, timeout=300):
 
 @pytest.mark.timing
 def test_two_trainers_in_step_each_echo_their_own_input_and_the_counts_are_exact():
-    fast, slow = run_trainers([2.0, 4.0], steps=1500)
+    check_trainers(*run_trainers([2.0, 4.0], steps=1500))
+
+
+@pytest.mark.slow  # About 90 s: run with python -m pytest -m slow.
+@pytest.mark.timing
+def test_two_trainers_reading_through_tf_data_service_worker_processes():
+    dispatcher = subprocess.Popen([sys.executable, "-m", "echoing.service", "dispatcher", "--port", "0"],
+                                  cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    processes = [dispatcher]
+    try:
+        target = dispatcher.stdout.readline().split()[1]
+        for _ in range(1):  # One worker: each trainer's job reads at its own rate there.
+            processes.append(subprocess.Popen([sys.executable, "-m", "echoing.service", "worker", "--dispatcher",
+                                               target.split("://")[1], "--port", "0"], cwd=ROOT,
+                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+            assert processes[-1].stdout.readline().startswith("worker ")
+        check_trainers(*run_trainers([2.0, 4.0], steps=1500, extra=("--service", target)))
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def check_trainers(fast, slow):
     batch = 64
     for trainer in (fast, slow):
         ids = trainer["trained_ids"]
