@@ -30,6 +30,11 @@ With ``--service grpc://host:port`` each trainer reads through tf.data service w
 (``pipelines.slow_storage.sleep_per_record``), and echoes on its own host after
 ``distribute``.
 
+**Why a custom loop, not ``fit`` with ``AutoEcho``.** Keras 3's ``fit`` does not run
+under ``MultiWorkerMirroredStrategy``: it fails converting a ``PerReplica`` batch to a
+tensor (keras-team/keras#20585; so it did here, with Keras 3.15 and TensorFlow 2.21), so
+this loop drives :class:`echoing.EchoController` itself, as ``AutoEcho`` does in ``fit``.
+
 It prints one line of JSON: the factors it held, its step rate, its fresh count and the
 ids it trained on (``tests/test_two_trainers.py`` checks them across both trainers).
 """
@@ -115,9 +120,10 @@ def main(argv=None) -> dict:
             x = tf.random.stateless_normal([FEATURES], seed=tf.stack([i, tf.constant(0, tf.int64)]))
             return {"id": i, "x": x, "y": tf.reduce_sum(x[:2])}
 
-        return (ids.map(example).apply(echoing.echo(factor, shuffle_buffer_size=4 * args.batch_size, seed=args.index,
-                                                    stats=stats))
-                .batch(args.batch_size, drop_remainder=True).prefetch(2))
+        batches = (ids.map(example).apply(echoing.echo(factor, shuffle_buffer_size=4 * args.batch_size,
+                                                       seed=args.index, stats=stats))
+                   .batch(args.batch_size, drop_remainder=True))
+        return batches.prefetch(2)
 
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
     with strategy.scope():
