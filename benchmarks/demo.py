@@ -56,7 +56,7 @@ class DemoConfig:
       num_train_examples: the embedded training split. 50,000 is more than any run reads
         here (the baseline's 200 steps read 25,600) and takes less time to generate on a
         fresh machine than the 100,000 (24 s against 34 s: ``data_seconds`` in
-        benchmarks/results/demo.json, and in ``git show 7c1d1d0:benchmarks/results/demo.json``).
+        benchmarks/results/demo.json, and docs/decisions/0004-figures-from-earlier-runs.md).
       step_seconds: the modelled accelerator's step. 20 ms keeps this pipeline's own CPU
         work well below the step (its share is measured and printed).
       seed: seeds data, augmentation, echo and weights.
@@ -64,9 +64,9 @@ class DemoConfig:
       eval_every: steps between evaluations. A crossing is placed to within this many
         steps, and AutoEcho's steps are compared with e=4's (about 280): at 25 one
         interval is 9% of e=4's steps, as much as the 10% the comparison is judged by
-        (AutoEcho's 300 against e=4's 275 in ``git show 452150c:benchmarks/results/demo.json``
-        is one interval). At 10 an interval is 4% of them, for about 18 more evaluations
-        of 500 images per run.
+        (AutoEcho's 300 against e=4's 275 in an earlier run was one interval:
+        docs/decisions/0004-figures-from-earlier-runs.md). At 10 an interval is 4% of
+        them, for about 18 more evaluations of 500 images per run.
       eval_examples: held-out examples per evaluation.
       max_factor: the largest factor AutoEcho may set.
       auto_echo_steps: steps of AutoEcho's replay; its training must cross within them
@@ -79,10 +79,10 @@ class DemoConfig:
         the statistics that evaluation uses lag the weights by about 100 steps, and early
         in training the validation accuracy swings: seed 0's baseline read 0.41, 0.40,
         0.47, 0.54, 0.37, 0.55 at steps 225-350, e=4's 0.39, 0.16, 0.37, 0.22 at 225-300
-        (``git show ac8d3f5:benchmarks/results/demo.json``). At 0.9 (PyTorch's default)
+        (docs/decisions/0004-figures-from-earlier-runs.md). At 0.9 (PyTorch's default)
         the baseline climbs, 0.32, 0.34, 0.36, 0.47, 0.56, 0.65 at steps 150-275, and met
         the target at 250 steps instead of 350, e=4 at 325 instead of 400, so the job is
-        shorter; e=4 still swings (0.45, 0.24, 0.47 at 225-275 in ``git show 42f9326:benchmarks/results/demo.json``).
+        shorter; e=4 still swings (0.45, 0.24, 0.47 at 225-275, ibid.).
       model_width: the ResNet-8's width (the time-to-target runs' is 16). Training is
         most of the job, and steps to the target, not this CPU's time per step, are what
         it needs from training: at width 8 a step took 0.15 s against 0.26 s, and the

@@ -22,8 +22,8 @@ from echoing import simulation
 # Progress per step at factor e, as a share of a fresh step's: 1 / (1 + PROGRESS_SLOPE (e - 1))
 # gives the Transformer's steps to target at e = 1, 2, 4 when it read whole files (1,750,
 # 2,050 and 2,700 in sample mode: 1,750, 2,083 and 2,748) and more than its budget of 4,000 at
-# e = 8 (4,077), where no sample run reached the target (git show
-# 452150c:docs/results/time_to_target.md). PROGRESS_STEPS is the first. The simulation's
+# e = 8 (4,077), where no sample run reached the target
+# (docs/decisions/0004-figures-from-earlier-runs.md). PROGRESS_STEPS is the first. The simulation's
 # documents are whole files too.
 PROGRESS_SLOPE = 0.19
 PROGRESS_STEPS = 1750

@@ -85,8 +85,7 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
     # The variable's value, kept here as the loop assigns it rather than read at every
     # step: a read from Python while the pipeline reads the variable too slowed AutoEcho's
     # replays (ResNet at R = 2: 1.061-1.068 step times a step over the first 550 steps,
-    # 1.055-1.061 without it: the AutoEcho timelines of
-    # benchmarks/results/time_to_target_seeds.json at commit 02c4894 and now), which a
+    # 1.055-1.061 without it: docs/decisions/0004-figures-from-earlier-runs.md), which a
     # Keras callback does not pay: it assigns the factor and reads only the count.
     current = float(factor.numpy()) if factor is not None else float(config.echo.factor)
     for step in range(steps):

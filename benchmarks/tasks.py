@@ -335,7 +335,7 @@ def release_in_background(holder: list) -> threading.Thread:
 # Its training text is split into records of at most 64 kB: read through the throttle as
 # one record, the largest file (757 kB) stopped every run for 4-11 s at one point of the
 # data, and whether a run reached the target before it decided the R = 4 comparison
-# (git show 452150c:docs/results/time_to_target.md, "What decides R = 4"). At 64 kB the
+# (docs/decisions/0004-figures-from-earlier-runs.md). At 64 kB the
 # longest step of a replay is at most 2.0 s and files of typical length stay whole (the
 # median is 8 kB), so the read keeps the lumps of a file-by-file read.
 TASKS = {

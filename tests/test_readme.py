@@ -116,3 +116,13 @@ def documented_names(page: Path, package: str) -> set[str]:
 def test_the_public_names_the_guide_documents_are_the_packages_all(package):
     module = __import__(package)
     assert documented_names(ROOT / "docs" / "guide.md", package) == set(module.__all__)
+
+
+def test_no_commit_hash_outside_the_decision_records():
+    # History, with the commits that hold it, lives in docs/decisions/ only.
+    root = ROOT
+    commit = re.compile(r"(?<![0-9A-Za-z_])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![0-9A-Za-z_])")
+    files = [root / "README.md"] + [p for p in (root / "docs").rglob("*.md") if "decisions" not in p.parts]
+    files += [p for d in ("echoing", "benchmarks", "pipelines", "tests", "examples") for p in (root / d).rglob("*.py")]
+    found = [(str(f.relative_to(root)), m) for f in files for m in commit.findall(f.read_text())]
+    assert not found, found
