@@ -13,16 +13,17 @@ PACKAGE = Path(__file__).resolve().parent
 
 
 def entry_points() -> list[tuple[str, str]]:
-    """(name, first docstring line) of every module in the package that runs as a command."""
+    """(name, first docstring line) of every module that runs as a command: the experiments, then the library's ("lib.plots")."""
     found = []
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.glob("*.py")) + sorted((PACKAGE / "lib").glob("*.py")):
         if path.name.startswith("_"):
             continue
         source = path.read_text()
         if 'if __name__ == "__main__":' not in source:
             continue  # A helper module (models, results_io), not a command.
         docstring = ast.get_docstring(ast.parse(source)) or ""
-        found.append((path.stem, docstring.splitlines()[0] if docstring else ""))
+        name = path.stem if path.parent == PACKAGE else f"lib.{path.stem}"
+        found.append((name, docstring.splitlines()[0] if docstring else ""))
     return found
 
 

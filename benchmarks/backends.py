@@ -34,8 +34,8 @@ import sys
 import time
 from typing import Optional
 
-from benchmarks import results_io
-from benchmarks.reporting import spread
+from benchmarks.lib import results_io
+from benchmarks.lib.reporting import spread
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +100,7 @@ def measure(config: BackendsConfig) -> dict:
     import tensorflow as tf
 
     import echoing
-    from benchmarks.step_times import StepTimes, rate_between
+    from benchmarks.lib.step_times import StepTimes, rate_between
 
     fixed = []
     for factor in config.factors:

@@ -53,10 +53,10 @@ from typing import Callable, Optional
 
 import echoing
 from echoing.simulation import ELEMENTS_PER_STEP, Run, Scenario, simulate, simulate_in_step
-from benchmarks import results_io
+from benchmarks.lib import results_io
 
 # Progress per step at factor e is 1 / (1 + c (e - 1)). Fitted to the committed sample
-# runs (benchmarks.progress.progress_slope on benchmarks/results/time_to_target.json,
+# runs (benchmarks.lib.progress.progress_slope on benchmarks/results/time_to_target.json,
 # checked in tests/test_controller_sweep.py): 0.080 for the ResNet echoing before
 # augmentation with a shuffle of 1024, 0.206 for the Transformer with a shuffle of 256.
 # The sweep judges every loop at 0.05 and 0.19, a little echo's cost and a lot's.

@@ -5,7 +5,7 @@ embedded images: train to a fixed validation accuracy at several batch sizes, wi
 learning rate scaled linearly with the batch size (Goyal et al., 2017: 0.1 at 128, the
 time-to-target benchmark's recipe, and warm-up over a fixed number of examples), and
 record the steps S and examples E = S * B each needed, with the shared training loop
-and its crossing rule (:mod:`benchmarks.training`: the target met at two evaluations in a
+and its crossing rule (:mod:`benchmarks.lib.training`: the target met at two evaluations in a
 row; S is the first). The paper's model
 ``(S/S_min - 1)(E/E_min - 1) = 1`` is the same as ``S = S_min + E_min / B``, a straight line
 in ``1/B``, fitted by least squares; its ``B_crit = E_min / S_min``. Each run also
@@ -36,10 +36,10 @@ import numpy as np
 import tensorflow as tf
 
 import echoing
-from benchmarks import results_io
-from benchmarks.step_times import StepTimes
-from benchmarks.tasks import Task, TaskSettings, task_for
-from benchmarks.training import train_to_target
+from benchmarks.lib import results_io
+from benchmarks.lib.step_times import StepTimes
+from benchmarks.lib.tasks import Task, TaskSettings, task_for
+from benchmarks.lib.training import train_to_target
 from pipelines import image
 
 
@@ -102,7 +102,7 @@ class NoiseScaleMeter:
     custom loop should: :func:`echoing.microbatch_gradient_norms` on the step's batch (in a
     ``tf.function``, traced once per batch shape), fed to an
     :class:`echoing.NoiseScaleEstimator`. Pass it as ``before_step`` to
-    :func:`benchmarks.training.train_to_target`.
+    :func:`benchmarks.lib.training.train_to_target`.
     """
 
     def __init__(self, every_n_steps: int, num_microbatches: int):
@@ -129,7 +129,7 @@ def train_at_batch_size(settings: CriticalBatchSettings, batch_size: int, seed: 
     """Trains to the target at one batch size with the shared loop, measuring the noise scale; returns the record.
 
     The loop and its crossing rule (the target met at two evaluations in a row) are
-    :func:`benchmarks.training.train_to_target`'s; steps and examples are those of the
+    :func:`benchmarks.lib.training.train_to_target`'s; steps and examples are those of the
     first of the two.
     """
     task = task_at(settings, batch_size)
@@ -221,7 +221,7 @@ def measure_overhead(settings: CriticalBatchSettings, *, batch_size: int = 128, 
 def run(settings: CriticalBatchSettings, output: Path, *, overhead: bool = True, cache_dir=None, log=print) -> dict:
     """Runs every batch size and seed not already in ``output``, then the overhead; returns the results.
 
-    Each run is written as it ends (:class:`benchmarks.results_io.ResultsFile`), so an
+    Each run is written as it ends (:class:`benchmarks.lib.results_io.ResultsFile`), so an
     interrupted sweep resumes where it stopped.
     """
     results = results_io.ResultsFile(output, {"experiment": dataclasses.asdict(settings)}, key=_run_key)

@@ -9,7 +9,7 @@ a modelled accelerator host.
 How (the protocol of :mod:`benchmarks.time_to_target`, in small):
 
 1. Throttle the read for R=4 against a modelled step of ``step_seconds``, and measure the
-   R this gives (:func:`benchmarks.replay.measure_pipeline`).
+   R this gives (:func:`benchmarks.lib.replay.measure_pipeline`).
 2. Replay AutoEcho (:class:`echoing.EchoController`) on that pipeline: the step sleeps, as
    a host's CPU is free while its accelerator computes; the controller sets e.
 3. Train the baseline, the fixed e, and on AutoEcho's choices, to the target (two
@@ -39,9 +39,9 @@ from typing import Optional
 import tensorflow as tf
 
 from echoing import EchoPoint
-from benchmarks import replay, results_io
-from benchmarks.tasks import TASKS, Task
-from benchmarks.training import train_to_target
+from benchmarks.lib import replay, results_io
+from benchmarks.lib.tasks import TASKS, Task
+from benchmarks.lib.training import train_to_target
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,7 +198,7 @@ def runs_of(document: dict) -> list[DemoRun]:
 
 
 def train(config: DemoConfig, training: Training, *, quick: bool, cache_dir=None, log=print) -> dict:
-    """Trains one run to the target (:func:`benchmarks.training.train_to_target`)."""
+    """Trains one run to the target (:func:`benchmarks.lib.training.train_to_target`)."""
     return train_to_target(demo_task(config, quick=quick), training.placement, training.factor, training.echo_shuffle,
                            seed=config.seed, factor_schedule=training.schedule, cache_dir=cache_dir,
                            num_train_examples=config.num_train_examples, log=log)

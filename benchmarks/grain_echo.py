@@ -30,7 +30,7 @@ from typing import Optional
 
 import numpy as np
 
-from benchmarks import results_io
+from benchmarks.lib import results_io
 
 FACTORS = (2, 4)
 SIZES = {"small": 0, "1 MB": 2**20}

@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from benchmarks import (auto_echo, backends, controller_sweep, critical_batch, demo, grain_echo, reporting, results_io, service,
-                        service_processes, throughput, xla_check)
+from benchmarks import backends, controller_sweep, critical_batch, demo, grain_echo, service, service_processes, throughput, xla_check
+from benchmarks.lib import reporting, results_io
 
 
 def shapes_baselines_table(document: dict) -> str:
@@ -45,7 +45,6 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "controller_sweep": controller_sweep.document_table,
     "controller_in_step": controller_sweep.document_pair_table,
     "grain_echo": grain_echo.document_table,
-    "auto_echo": auto_echo.table,
     "xla_check": xla_check.table,
     "backends": backends.table,
     "service": service.table,

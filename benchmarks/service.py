@@ -28,7 +28,7 @@ import tensorflow as tf
 from tensorflow.python.data.experimental.ops import testing
 
 import echoing
-from benchmarks import results_io
+from benchmarks.lib import results_io
 
 service = tf.data.experimental.service
 

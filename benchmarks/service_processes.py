@@ -37,7 +37,7 @@ import tensorflow as tf
 from tensorflow.python.data.experimental.ops import testing as tf_data_testing
 
 import echoing
-from benchmarks import results_io
+from benchmarks.lib import results_io
 
 AUTO = "auto"  # The factor column of the controller's runs.
 

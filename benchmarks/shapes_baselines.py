@@ -19,7 +19,7 @@ from typing import Optional
 
 import keras
 
-from benchmarks import models, results_io
+from benchmarks.lib import models, results_io
 from pipelines import image
 
 

@@ -48,7 +48,7 @@ import numpy as np
 import tensorflow as tf
 
 import echoing
-from benchmarks import results_io
+from benchmarks.lib import results_io
 from pipelines.slow_storage import throttle
 
 IMAGE_SHAPE = (32, 32, 3)

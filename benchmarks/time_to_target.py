@@ -4,16 +4,16 @@ Three modes, on the embedded data by default (``--source`` for tfds data where p
 
 * ``sample``: no throttle; for every task, placement, echo factor, echo shuffle buffer
   and seed, train until the target is confirmed or the step budget runs out, recording
-  fresh examples, steps and the evaluation curve (:mod:`benchmarks.training` has the
+  fresh examples, steps and the evaluation curve (:mod:`benchmarks.lib.training` has the
   crossing rule and the counting).
-* ``replay``: the modelled accelerator (:mod:`benchmarks.replay`). For every R and e, the
+* ``replay``: the modelled accelerator (:mod:`benchmarks.lib.replay`). For every R and e, the
   real pipeline is throttled to R and replayed, against a sleeping step, for the steps
   the same seed's sample run needed. The echo shuffle is the one the sample runs say is
   best at that R. Unless ``--no-auto-echo``, an :class:`echoing.EchoController` also drives
   the factor during a replay, and the choices it made are then trained on (sample mode,
   same seed) to find the step at which the target is reached.
 * ``wallclock``: real training on this CPU with the read throttled so that R, measured
-  under load while training runs (:mod:`benchmarks.wallclock`), is close to the nominal
+  under load while training runs (:mod:`benchmarks.lib.wallclock`), is close to the nominal
   one (one correction of a first guess; the tables give R as calibrated and as the runs
   met it); the fixed factors with the largest echo shuffle buffer, and AutoEcho's
   controller driving the factor as training runs (unless ``--no-auto-echo``).
@@ -21,10 +21,10 @@ Three modes, on the embedded data by default (``--source`` for tfds data where p
 Every finished configuration is appended to the results file at once, and a rerun skips
 the configurations already there, so a long run can be stopped and resumed (``--fresh``
 starts over). Results go to ``runs/`` unless given ``--output-dir`` (``--output-dir
-benchmarks/results`` regenerates the committed ones); ``python -m benchmarks.plots``
-draws the figures, ``python -m benchmarks.reporting`` prints the tables.
+benchmarks/results`` regenerates the committed ones); ``python -m benchmarks.lib.plots``
+draws the figures, ``python -m benchmarks.lib.reporting`` prints the tables.
 
-Hyperparameters are fixed per task (:data:`benchmarks.tasks.TASKS`), not tuned per
+Hyperparameters are fixed per task (:data:`benchmarks.lib.tasks.TASKS`), not tuned per
 configuration: a constant learning rate after a short warm-up, so that "steps to target"
 does not depend on a schedule length chosen in advance.
 """
@@ -41,9 +41,9 @@ import numpy as np
 import tensorflow as tf
 
 import echoing
-from benchmarks import replay, reporting, results_io, wallclock
-from benchmarks.tasks import TASKS, Task
-from benchmarks.training import train_to_target
+from benchmarks.lib import replay, reporting, results_io, wallclock
+from benchmarks.lib.tasks import TASKS, Task
+from benchmarks.lib.training import train_to_target
 
 MODES = ("sample", "replay", "wallclock")
 
@@ -54,7 +54,7 @@ class RunConfig:
 
     Attributes:
       mode: ``"sample"``, ``"replay"`` or ``"wallclock"``.
-      task: a key of :data:`benchmarks.tasks.TASKS`.
+      task: a key of :data:`benchmarks.lib.tasks.TASKS`.
       placement: echo point (``"none"`` for the baseline).
       factor: the fixed echo factor; ``None`` with ``auto_echo``.
       echo_shuffle: echo shuffle buffer size (elements of the echo stage).
@@ -433,7 +433,7 @@ def main(argv=None) -> None:
     document = results_io.read_results(output)
     print(reporting.sample_table(document))
     print(reporting.replay_table(document))
-    from benchmarks import plots
+    from benchmarks.lib import plots
 
     for path in plots.plot_all(output):
         print(f"plot: {path}")

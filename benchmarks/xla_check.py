@@ -1,7 +1,7 @@
 """XLA on or off per task: the training step's rate with and without ``jit_compile`` on this host.
 
-:meth:`benchmarks.tasks.Task.build_model` compiles each task with its ``jit_compile``
-setting (:data:`benchmarks.tasks.TASKS`); this measures the choice. Each task's model
+:meth:`benchmarks.lib.tasks.Task.build_model` compiles each task with its ``jit_compile``
+setting (:data:`benchmarks.lib.tasks.TASKS`); this measures the choice. Each task's model
 trains on one batch held in memory (so that only the step is timed), with XLA off and on
 alternated over repeats (and which goes first) so that machine noise hits both alike; the figure is the median
 steps per second after warm-up, and the ratio is taken within each repeat.
@@ -19,9 +19,9 @@ import statistics
 
 import tensorflow as tf
 
-from benchmarks import results_io
-from benchmarks.tasks import TASKS, Task
-from benchmarks.step_times import StepTimes, rate_between
+from benchmarks.lib import results_io
+from benchmarks.lib.tasks import TASKS, Task
+from benchmarks.lib.step_times import StepTimes, rate_between
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +29,7 @@ class XlaCheckConfig:
     """Settings of the check.
 
     Attributes:
-      tasks: keys of :data:`benchmarks.tasks.TASKS`.
+      tasks: keys of :data:`benchmarks.lib.tasks.TASKS`.
       warmup_steps: steps not timed (tracing, XLA compilation).
       steps: steps timed after warm-up.
       repeats: off/on pairs per task.

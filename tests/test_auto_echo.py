@@ -2,7 +2,7 @@
 
 The step sleeps 10 ms and releases the CPU, and the upstream sleeps too, so the rates hold
 on a busy shared machine; tolerances are wide and the exact figures live in
-``benchmarks/auto_echo.py``.
+``benchmarks/lib/sleep_loops.py``.
 """
 
 import keras
@@ -11,14 +11,14 @@ import pytest
 import tensorflow as tf
 
 import echoing
-from benchmarks.auto_echo import (AutoEchoBenchmarkConfig, SleepStep, StepTimes, auto_run, paced_dataset, rate_between,
+from benchmarks.lib.sleep_loops import (SleepLoopConfig, SleepStep, StepTimes, auto_run, paced_dataset, rate_between,
                                   step_rate_alone)
 from pipelines.slow_storage import RateLimiter
 
 # Rates measured against sleeps: wide margins, but a loaded machine can still move them.
 pytestmark = pytest.mark.timing
 
-CONFIG = AutoEchoBenchmarkConfig(step_seconds=0.010, batch_size=64, warmup_steps=20, fixed_steps=60)
+CONFIG = SleepLoopConfig(step_seconds=0.010, batch_size=64, warmup_steps=20, fixed_steps=60)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_at_r_one_half_it_stays_at_one():
     # A slower step (40 ms) and small batches keep the upstream's own CPU work per batch far
     # below the step: with a 10 ms step a loaded CI host measured R = 1.1 at a nominal 0.5
     # and AutoEcho rightly chose e = 1.22. Here even 4x slower element reads leave R < 1.
-    config = AutoEchoBenchmarkConfig(**{**CONFIG.__dict__, "step_seconds": 0.040, "batch_size": 16})
+    config = SleepLoopConfig(**{**CONFIG.__dict__, "step_seconds": 0.040, "batch_size": 16})
     slow_model = SleepStep(config.step_seconds)
     slow_model.compile()
     slow_rate = step_rate_alone(slow_model, config)
@@ -81,7 +81,7 @@ def test_at_r_one_half_it_stays_at_one():
 
 
 def test_max_factor_is_respected(model, step_rate):
-    config = AutoEchoBenchmarkConfig(**{**CONFIG.__dict__, "max_factor": 2.5})
+    config = SleepLoopConfig(**{**CONFIG.__dict__, "max_factor": 2.5})
     auto, _ = auto_run(model, limiter_for(6, step_rate), config, steps=200)
     assert max(d.factor for d in auto.decisions) == 2.5
     assert auto.decisions[-1].factor == 2.5

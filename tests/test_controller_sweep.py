@@ -9,7 +9,7 @@ that makes it worse fails here in seconds; tighten them as the law improves.
 import pytest
 
 from benchmarks import controller_sweep as sweep
-from benchmarks import progress, results_io
+from benchmarks.lib import progress, results_io
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from benchmarks import demo, results_io
+from benchmarks import demo
+from benchmarks.lib import results_io
 
 @pytest.fixture(scope="module")
 def document(tmp_path_factory):

@@ -5,10 +5,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The benchmarks' shared parts: what every experiment may use.
-SHARED = {"results_io", "tasks", "training", "replay", "wallclock", "models", "reporting", "plots", "step_times",
-          "progress"}
-# The report part: renders every experiment's records into the documentation.
+# The top of benchmarks/: experiments (one per results page), and the report part that
+# renders every experiment's records into the documentation.
 REPORT = {"readme_tables", "__main__", "__init__"}
 
 
@@ -38,26 +36,42 @@ def test_pipelines_import_no_benchmark():
         assert not {m for m in imports if m.split(".")[0] == "benchmarks"}, name
 
 
-def test_experiments_import_only_the_shared_parts():
-    modules = modules_of("benchmarks")
-    experiments = set(modules) - SHARED - REPORT
-    assert {"demo", "time_to_target", "auto_echo", "xla_check", "controller_sweep"} <= experiments
-    for name in experiments:
-        used = {m.split(".")[1] for m in modules[name] if m.startswith("benchmarks.")}
-        assert used <= SHARED, f"{name} imports the experiment(s) {sorted(used - SHARED)}"
+def benchmark_imports(imports: set[str]) -> set[str]:
+    """The modules of benchmarks/ among ``imports``: "lib.tasks" for the library's, "demo" for an experiment."""
+    used = set()
+    for m in imports:
+        parts = m.split(".")
+        if parts[0] == "benchmarks" and len(parts) > 1:
+            used.add(".".join(parts[1:3]) if parts[1] == "lib" and len(parts) > 2 else parts[1])
+    return used - {"lib"}
 
 
-def test_shared_parts_import_no_experiment():
+def test_benchmarks_are_a_library_and_experiments_and_nothing_else():
+    top = {path.stem for path in (ROOT / "benchmarks").glob("*.py")}
+    experiments = top - REPORT
+    assert {"demo", "time_to_target", "controller_sweep", "service_processes", "grain_echo"} <= experiments
+    assert {path.name for path in (ROOT / "benchmarks").iterdir() if path.is_dir()} <= {"lib", "results", "__pycache__"}
+    library = modules_of("benchmarks/lib")
+    assert {"tasks", "training", "replay", "results_io", "reporting", "plots"} <= set(library)
+
+
+def test_experiments_import_only_the_library():
     modules = modules_of("benchmarks")
-    for name in SHARED:
-        used = {m.split(".")[1] for m in modules[name] if m.startswith("benchmarks.")}
-        assert used <= SHARED, f"{name} imports {sorted(used - SHARED)}"
+    for name in set(modules) - REPORT:
+        used = benchmark_imports(modules[name])
+        assert all(u.startswith("lib.") for u in used), f"{name} imports the experiment(s) {sorted(u for u in used if not u.startswith('lib.'))}"
+
+
+def test_the_library_imports_no_experiment():
+    for name, imports in modules_of("benchmarks/lib").items():
+        used = benchmark_imports(imports)
+        assert all(u.startswith("lib.") for u in used), f"lib/{name} imports {sorted(used)}"
 
 
 def test_no_code_outside_the_tasks_branches_on_a_tasks_name():
     import re
 
-    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
         if path.name == "tasks.py":
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):

@@ -3,7 +3,7 @@
 import keras
 import pytest
 
-from benchmarks.models import resnet_cifar
+from benchmarks.lib.models import resnet_cifar
 
 
 def test_the_batch_norm_momentum_reaches_every_batch_normalisation_layer():

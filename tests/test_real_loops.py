@@ -1,6 +1,6 @@
 """AutoEcho in the loops users run: checkpoints and pausing callbacks, steps_per_execution, validation, a slow first step, an input slower than max_factor.
 
-Each loop is a Keras ``fit`` whose step sleeps 10 ms (:class:`benchmarks.auto_echo.SleepStep`)
+Each loop is a Keras ``fit`` whose step sleeps 10 ms (:class:`benchmarks.lib.sleep_loops.SleepStep`)
 over an input throttled so that R is known, with AutoEcho given the echo stage's fresh
 count. The held factor (the last factor the controller held, checks below it aside) must
 be within [0.8, 1.5] x R, or at least 0.9 ``max_factor`` where R is above it. Sleeps on
@@ -16,12 +16,12 @@ import pytest
 import tensorflow as tf
 
 import echoing
-from benchmarks.auto_echo import AutoEchoBenchmarkConfig, SleepStep, paced_dataset, step_rate_alone
+from benchmarks.lib.sleep_loops import SleepLoopConfig, SleepStep, paced_dataset, step_rate_alone
 from pipelines.slow_storage import RateLimiter
 
 pytestmark = pytest.mark.timing
 
-CONFIG = AutoEchoBenchmarkConfig(step_seconds=0.010, batch_size=64, warmup_steps=20, fixed_steps=60)
+CONFIG = SleepLoopConfig(step_seconds=0.010, batch_size=64, warmup_steps=20, fixed_steps=60)
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,7 @@ def fit_with_auto_echo(ratio, step_rate, *, steps, model=None, max_factor=8.0, e
     factor = tf.Variable(1.0, dtype=tf.float64)
     stats = echoing.EchoStats()
     limiter = RateLimiter(CONFIG.batch_size * step_rate / ratio)
-    config = AutoEchoBenchmarkConfig(**{**CONFIG.__dict__, "max_factor": max_factor})
+    config = SleepLoopConfig(**{**CONFIG.__dict__, "max_factor": max_factor})
     auto = echoing.AutoEcho(factor, max_factor=max_factor, stats=stats, elements_per_step=CONFIG.batch_size, verbose=0)
     model.fit(paced_dataset(limiter, factor, config, stats), steps_per_epoch=steps // epochs, epochs=epochs,
               verbose=0, callbacks=[auto, *callbacks], **fit_kwargs)

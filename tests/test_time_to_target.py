@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from benchmarks import plots, reporting, results_io, time_to_target as T
-from benchmarks.tasks import TASKS
-from benchmarks.training import crossing, fresh_examples, scheduled_fresh_examples
+from benchmarks import time_to_target as T
+from benchmarks.lib import plots, reporting, results_io
+from benchmarks.lib.tasks import TASKS
+from benchmarks.lib.training import crossing, fresh_examples, scheduled_fresh_examples
 
 TINY_TASKS = {
     "resnet": TASKS["resnet"].with_settings(batch_size=16, budget_steps=8, eval_every=2, eval_examples=32, target=0.0,
@@ -81,7 +82,7 @@ def test_crossing_needs_two_evaluations_in_a_row():
 
 def test_a_run_that_never_meets_the_target_is_not_reached(tmp_path):
     task = TINY_TASKS["resnet"].with_settings(target=1.01, budget_steps=4)
-    from benchmarks.training import train_to_target
+    from benchmarks.lib.training import train_to_target
 
     record = train_to_target(task, "none", 1.0, 0, seed=0, num_train_examples=1000, log=lambda line: None)
     assert not record["reached"] and record["steps"] is None and record["fresh_examples"] is None
@@ -302,29 +303,15 @@ def test_replay_table_gives_r_as_measured_and_as_the_baselines_whole_run_gave_it
     assert "| resnet | 4 | 4.00 (3.90-4.10) | 4.25 (4.00-4.50) | 1 |" in table
 
 
-def test_a_results_file_of_the_old_schema_is_refused_and_migrated(tmp_path):
-    from benchmarks import migrate_results
-
+def test_a_results_file_of_an_older_schema_is_refused(tmp_path):
     path = tmp_path / "time_to_target.json"
-    old = {"benchmark": "time_to_target", "results": {"runs": [], "pipelines": {
-        "resnet/R=4/seed=1/step=0.03": {"measured_ratio": 4.1}}, "auto_echo_timelines": {
-        json.dumps({"mode": "replay", "task": "resnet", "placement": "before_augment", "factor": 8.0, "echo_shuffle": 1024,
-                    "seed": 0, "ratio": 4.0, "auto_echo": True}, sort_keys=True): {"decisions": []}}}}
-    path.write_text(json.dumps(old))
-    with pytest.raises(ValueError, match="schema version 1.*python -m benchmarks.migrate_results"):
+    path.write_text(json.dumps({"benchmark": "time_to_target", "results": {"runs": []}}))
+    with pytest.raises(ValueError, match="schema version 1, this code reads 4; run the benchmark that wrote it again"):
         results_io.read_results(path)
-    migrate_results.main([str(path)])
-    document = results_io.read_results(path)
-    assert document["results"]["pipelines"] == [
-        {"of": {"task": "resnet", "ratio": 4.0, "seed": 1, "step_seconds": 0.03}, "value": {"measured_ratio": 4.1}}]
-    (timeline,) = document["results"]["auto_echo_timelines"]
-    # Schema 3: AutoEcho's largest factor is max_factor, not factor.
-    assert timeline["of"] == dataclasses.asdict(T.RunConfig("replay", "resnet", "before_augment", None, 1024, 0, 4.0, True,
-                                                            max_factor=8.0))
 
 
 def test_calibration_corrects_the_throttle_until_r_under_load_is_the_nominal_one(monkeypatch, tmp_path):
-    from benchmarks import wallclock
+    from benchmarks.lib import wallclock
 
     # A host where the step under load is 1.25x the step alone: the first guess reads too fast.
     step_alone, step_loaded, batch = 0.08, 0.10, TINY_TASKS["resnet"].settings.batch_size
@@ -346,7 +333,7 @@ def test_calibration_corrects_the_throttle_until_r_under_load_is_the_nominal_one
 
 
 def test_calibration_needs_a_factor_above_the_nominal_r():
-    from benchmarks import wallclock
+    from benchmarks.lib import wallclock
 
     with pytest.raises(ValueError, match="max_factor: expected more than the nominal R 4, got 4"):
         wallclock.calibrate(TINY_TASKS["resnet"], ratio=4, seed=0, max_factor=4, echo_shuffle=0)
@@ -374,7 +361,7 @@ def test_wallclock_mode_calibrates_r_under_load_and_times_fixed_factors_and_auto
 
 
 def test_a_replay_takes_exactly_one_kind_of_step(tmp_path):
-    from benchmarks import replay
+    from benchmarks.lib import replay
 
     config = TINY_TASKS["resnet"].pipeline_config("none", 1.0, 0, 0, num_train_examples=1000, cache_dir=str(tmp_path))
     for kinds in ({}, {"step_seconds": 0.01, "train_step": lambda batch: None}):

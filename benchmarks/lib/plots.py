@@ -9,7 +9,7 @@
 
 Points are medians over seeds; bars span the min and max.
 
-Run ``python -m benchmarks.plots RESULTS.json``; the figures go beside the file.
+Run ``python -m benchmarks.lib.plots RESULTS.json``; the figures go beside the file.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ import matplotlib
 matplotlib.use("Agg")  # Files only; no display on CI or servers.
 import matplotlib.pyplot as plt  # noqa: E402
 
-from benchmarks import reporting, results_io  # noqa: E402
-from benchmarks.tasks import TASKS  # noqa: E402
+from benchmarks.lib import results_io  # noqa: E402
+from benchmarks.lib import reporting
+from benchmarks.lib.tasks import TASKS  # noqa: E402
 
 
 def plot_all(results_path: Path) -> list[Path]:

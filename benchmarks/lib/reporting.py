@@ -4,7 +4,7 @@ Every ratio is taken per seed (a run against the baseline of the same seed, mode
 R) and then summarised as the median and the min-max over seeds. A difference between two
 configurations is only worth stating when it is larger than those ranges.
 
-Run ``python -m benchmarks.reporting RESULTS.json`` to print the tables.
+Run ``python -m benchmarks.lib.reporting RESULTS.json`` to print the tables.
 
 Example:
 

@@ -15,12 +15,12 @@ factor that changes during the run (``factor_schedule``), the sum runs step by s
 **Seconds.** Training seconds from the first batch delivered (after the buffers filled)
 to the crossing, evaluation excluded. In sample mode the pipeline is not throttled and
 shares the CPU with training, so these seconds are not a wall-clock result; the replay
-(:mod:`benchmarks.replay`) and the wallclock mode give those.
+(:mod:`benchmarks.lib.replay`) and the wallclock mode give those.
 
 Example (a tiny run; the target is met at once):
 
 >>> import tempfile
->>> from benchmarks.tasks import TASKS
+>>> from benchmarks.lib.tasks import TASKS
 >>> task = TASKS["resnet"].with_settings(batch_size=8, budget_steps=6, eval_every=2, eval_examples=16,
 ...                                      target=0.0, model={"depth": 8, "width": 4})
 >>> record = train_to_target(task, "before_augment", 2.0, 0, seed=0, num_train_examples=300,
@@ -38,7 +38,7 @@ import keras
 import tensorflow as tf
 
 import echoing
-from benchmarks.tasks import Task, release_in_background
+from benchmarks.lib.tasks import Task, release_in_background
 
 
 def fresh_examples(task: Task, placement: str, steps: int, factor: float) -> float:

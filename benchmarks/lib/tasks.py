@@ -29,7 +29,7 @@ from typing import Optional
 import keras
 import numpy as np
 
-from benchmarks import models
+from benchmarks.lib import models
 from pipelines import image, text
 from pipelines.slow_storage import RateLimiter
 from pipelines.staged import AFTER_BATCH, NONE, EchoConfig

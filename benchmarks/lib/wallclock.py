@@ -1,7 +1,7 @@
 """Real training on this CPU: the replay with a real step, the read throttled for R *under load*.
 
 The wallclock mode of :mod:`benchmarks.time_to_target` times a configuration as the replay
-does (:func:`benchmarks.replay.replay`: steps to target from the same seed's sample run,
+does (:func:`benchmarks.lib.replay.replay`: steps to target from the same seed's sample run,
 the clock from the first batch, no evaluation pauses), but each step is a real training
 step on this CPU (:func:`warmed_up_train_step`), so the pipeline and the step share the
 two cores.
@@ -15,7 +15,7 @@ pipeline echoes at full load. It then scales the throttle by how far that R is f
 nominal one (R is inversely proportional to the read rate) and measures once more; the
 record keeps every round. Each round's R rests on 30 steps at each factor, so it carries
 their noise: the correction lands near the nominal R, not on it, and
-:func:`benchmarks.reporting.wallclock_table` also gives R as the runs met it (the
+:func:`benchmarks.lib.reporting.wallclock_table` also gives R as the runs met it (the
 baseline's seconds per step over the largest fixed e's).
 
 By this definition R is at least 1 (at e=1 a step takes no less than a step), so a
@@ -23,7 +23,7 @@ nominal R of 1 means "the read just keeps up". The large e must exceed the nomin
 the step would still wait for the read.
 
 Every new pipeline fills its input shuffle buffer (10,000 examples) first, with the read
-unthrottled (:func:`benchmarks.tasks.fill_unthrottled`; at the throttled rate it would
+unthrottled (:func:`benchmarks.lib.tasks.fill_unthrottled`; at the throttled rate it would
 take 10,000 / read rate seconds: at R=4, 10,000 x 4 / 128, about 310 step times).
 
 Example: the correction alone (``tests/test_time_to_target.py`` runs the whole mode):
@@ -40,7 +40,7 @@ from typing import Callable
 import tensorflow as tf
 
 import echoing
-from benchmarks.tasks import Task, fill_unthrottled
+from benchmarks.lib.tasks import Task, fill_unthrottled
 
 
 def loaded_ratio(task: Task, model, *, read_rate: float, seed: int, max_factor: float, echo_shuffle: int, steps: int,

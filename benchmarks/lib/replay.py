@@ -1,7 +1,7 @@
 """The modelled-accelerator replay: wall-clock time to target as a host with an accelerator sees it.
 
 Training is deterministic per seed, so the number of steps a configuration needs to reach
-its target comes from its sample-mode run (:mod:`benchmarks.training`). The replay then
+its target comes from its sample-mode run (:mod:`benchmarks.lib.training`). The replay then
 runs the *real* input pipeline (throttled read, decode, augment, echo, batch) for that many
 steps against a training step that sleeps ``step_seconds``. A sleeping step releases the
 CPU, as a host does while its accelerator computes, so the pipeline has the host to itself
@@ -12,7 +12,7 @@ The read is throttled to ``batch_size / (R * step_seconds)`` examples per second
 reading one batch takes ``R`` steps. R is then measured (:func:`measure_pipeline`) and
 recorded beside the nominal value. Seconds run from the first batch delivered, matching
 the fresh-example count, which leaves the fills out too. The buffers fill with the read
-unthrottled (:func:`benchmarks.tasks.fill_unthrottled`), timed apart as
+unthrottled (:func:`benchmarks.lib.tasks.fill_unthrottled`), timed apart as
 ``startup_seconds``; the replays recorded before that change filled them at the throttled
 rate. Either way the clock starts at the first batch; unthrottled, the prefetch buffers may
 also pull some elements ahead in the moment before the link closes (not measured).
@@ -25,7 +25,7 @@ per batch at the highest e stays well below ``step_seconds`` (checked and record
 Example (a few steps of a tiny pipeline):
 
 >>> import tempfile
->>> from benchmarks.tasks import TASKS
+>>> from benchmarks.lib.tasks import TASKS
 >>> task = TASKS["resnet"].with_settings(batch_size=8)
 >>> config = task.pipeline_config("before_augment", 2.0, 0, seed=0, num_train_examples=300,
 ...                               cache_dir=tempfile.mkdtemp(), read_rate=8 / (2 * 0.01))
@@ -43,7 +43,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 import echoing
-from benchmarks.tasks import Task, fill_unthrottled, release_in_background
+from benchmarks.lib.tasks import Task, fill_unthrottled, release_in_background
 
 
 def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = None,
@@ -57,7 +57,7 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
       steps: training steps to replay.
       step_seconds: the modelled accelerator's step.
       train_step: instead of ``step_seconds``, a real step called with each batch (the
-        wallclock mode, :mod:`benchmarks.wallclock`: training on this CPU).
+        wallclock mode, :mod:`benchmarks.lib.wallclock`: training on this CPU).
       controller: an :class:`echoing.EchoController` to drive ``factor`` (the variable the
         config's echo stage reads), as :class:`echoing.AutoEcho` would; given the echo
         stage's fresh count at every step when its settings have ``elements_per_step``.

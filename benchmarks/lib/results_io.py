@@ -17,12 +17,13 @@ from typing import Any, Callable, Hashable, Optional
 # "resnet/R=4"). 3: settings are fields, never labels (an AutoEcho run's max_factor, a
 # throughput configuration's name and factor). 4: the main job's runs are a list of
 # records with their fields (3 keyed them by name, "AutoEcho" giving its max_factor as
-# factor). ``python -m benchmarks.migrate_results`` rewrites an older file.
+# factor). An older file is refused: run its benchmark again (the migration command
+# went once every committed file was at 4: docs/decisions/0005-benchmarks-library-and-experiments.md).
 SCHEMA_VERSION = 4
 
 # The committed results, regenerated only by the commands the README names for them
 # (each passes ``--output-dir benchmarks/results``).
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
 # Where a user's runs go by default: relative to the working directory, ignored by git.
 RUNS_DIR = Path("runs")
@@ -101,12 +102,12 @@ def write_results(name: str, settings: dict[str, Any], results: dict[str, Any], 
 
 
 def read_results(path: Path) -> dict[str, Any]:
-    """A results document; one in an older form is refused, naming the command that migrates it."""
+    """A results document; one in an older form is refused (run its benchmark again)."""
     document = json.loads(Path(path).read_text())
     version = document.get("schema_version", 1)
     if version != SCHEMA_VERSION:
         raise ValueError(f"{path}: results in schema version {version}, this code reads {SCHEMA_VERSION}; "
-                         f"run python -m benchmarks.migrate_results {path}")
+                         f"run the benchmark that wrote it again")
     return document
 
 

@@ -1,6 +1,6 @@
 """Timing a Keras ``fit`` from outside the model: step end times, and the rate between two of them.
 
-A shared part of the benchmarks (``auto_echo``, ``critical_batch`` and ``xla_check`` use
+A part of the benchmarks' library (``sleep_loops``, ``critical_batch`` and ``xla_check`` use
 it). Example:
 
 >>> times = [0.0, 0.1, 0.2, 0.4]
