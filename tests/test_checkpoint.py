@@ -1,7 +1,8 @@
 """Echoed iterators and EchoStats in tf.train.Checkpoint: a round trip at many break points.
 
-The helper follows TensorFlow's CheckpointTestBase and grain's "restore at every step":
-run once uninterrupted; then, for each break point, take that many elements, save, build
+The round trips use the helper users get, ``echoing.testing.assert_restores_at_every_break_point``
+(after TensorFlow's CheckpointTestBase and grain's "restore at every step"): run once
+uninterrupted; then, for each break point, take that many elements, save, build
 everything afresh (as a restarted process would), restore, and take the rest. The elements
 and the final counts must equal the uninterrupted run's.
 """
@@ -13,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 import echoing
+from echoing import testing
 
 N = 40  # Input elements; with echoing, 40-120 outputs.
 
@@ -24,49 +26,17 @@ def element_of(shape):
 
 
 def build(factor_kind, with_stats, shuffle, shape):
-    """A fresh pipeline, its factor variable (if any) and its EchoStats (if any)."""
+    """A fresh pipeline, with its factor variable (if any) and its EchoStats (if any), for echoing.testing."""
     factor = {"int": 3, "fraction": 2.5, "variable": tf.Variable(1.5, dtype=tf.float64)}[factor_kind]
     stats = echoing.EchoStats() if with_stats else None
     ds = tf.data.Dataset.range(N).map(element_of(shape))
     ds = ds.apply(echoing.echo(factor, shuffle_buffer_size=16 if shuffle else 0, seed=3, stats=stats))
-    return ds.prefetch(2), factor, stats
-
-
-def trackables(iterator, factor, stats):
-    found = {"iterator": iterator}
-    if isinstance(factor, tf.Variable):
-        found["factor"] = factor
-    if stats is not None:
-        found["stats"] = stats
-    return found
+    return testing.Pipeline(ds.prefetch(2), stats, {"factor": factor} if isinstance(factor, tf.Variable) else {})
 
 
 def values(iterator, count=None):
     taken = itertools.islice(iterator, count) if count is not None else iterator
     return [np.asarray(x).tolist() for x in taken]
-
-
-def assert_restores_at_every_break_point(make, break_points, tmp_path):
-    ds, factor, stats = make()
-    expected = values(iter(ds))
-    expected_counts = None if stats is None else (int(stats.fresh), int(stats.emitted))
-    for k in break_points:
-        if k > len(expected):
-            continue
-        ds, factor, stats = make()
-        iterator = iter(ds)
-        head = values(iterator, k)
-        path = tf.train.Checkpoint(**trackables(iterator, factor, stats)).write(str(tmp_path / f"ckpt-{k}"))
-
-        ds, factor, stats = make()  # A restarted process: new dataset, variable and stats.
-        iterator = iter(ds)
-        # The counters are restored as saved; they may differ from the iterator's own count
-        # by what a prefetch thread pulled in between, which its first element corrects.
-        tf.train.Checkpoint(**trackables(iterator, factor, stats)).read(path).assert_consumed()
-        tail = values(iterator)
-        assert head + tail == expected, f"break point {k}"
-        if stats is not None:
-            assert (int(stats.fresh), int(stats.emitted)) == expected_counts, f"break point {k}"
 
 
 CONFIGURATIONS = list(itertools.product(["int", "fraction", "variable"], [False, True], [False, True], ["fixed", "varying"]))
@@ -75,13 +45,15 @@ IDS = [f"{f}-{'stats' if s else 'no_stats'}-{'shuffle' if b else 'no_shuffle'}-{
 
 @pytest.mark.parametrize("factor_kind, with_stats, shuffle, shape", CONFIGURATIONS, ids=IDS)
 def test_echoed_iterator_restores_exactly_at_break_points(factor_kind, with_stats, shuffle, shape, tmp_path):
-    assert_restores_at_every_break_point(lambda: build(factor_kind, with_stats, shuffle, shape), [0, 1, 33, 99], tmp_path)
+    testing.assert_restores_at_every_break_point(lambda: build(factor_kind, with_stats, shuffle, shape), [0, 1, 33, 99],
+                                                 str(tmp_path))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("factor_kind, with_stats, shuffle, shape", CONFIGURATIONS, ids=IDS)
 def test_echoed_iterator_restores_exactly_at_every_step(factor_kind, with_stats, shuffle, shape, tmp_path):
-    assert_restores_at_every_break_point(lambda: build(factor_kind, with_stats, shuffle, shape), range(0, 121), tmp_path)
+    testing.assert_restores_at_every_break_point(lambda: build(factor_kind, with_stats, shuffle, shape), range(0, 121),
+                                                 str(tmp_path))
 
 
 def test_counts_are_exact_even_when_the_stats_were_saved_a_moment_apart(tmp_path):
