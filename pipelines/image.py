@@ -19,17 +19,16 @@ Example (embedded data, a small split):
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import ClassVar, Optional
 
 import tensorflow as tf
 
 import echoing
 from pipelines import shapes_data
 from pipelines.slow_storage import sleep_per_record, throttle
-from pipelines.staged import (AFTER_AUGMENT, AFTER_BATCH, BEFORE_AUGMENT, EchoConfig, check_pipeline_config, echo_point,
-                              on_service, stream_seed)
+from pipelines.staged import (AFTER_AUGMENT, AFTER_BATCH, BEFORE_AUGMENT, EchoConfig, EchoHere, PipelineConfig, Stage,
+                              echo_points, on_service, run_stages, stream_seed)
 
-ECHO_POINTS = (BEFORE_AUGMENT, AFTER_AUGMENT, AFTER_BATCH)
 TFDS_SOURCES = {"cifar10": 32, "imagenet2012": 224, "imagenette": 224}  # name -> training image size
 SOURCES = ("shapes",) + tuple(TFDS_SOURCES)
 # Per-channel mean and standard deviation of ImageNet in [0, 1] pixels; the usual
@@ -37,57 +36,6 @@ SOURCES = ("shapes",) + tuple(TFDS_SOURCES)
 _MEAN = (0.485, 0.456, 0.406)
 _STD = (0.229, 0.224, 0.225)
 _AUTOTUNE = tf.data.AUTOTUNE
-
-
-@dataclasses.dataclass(frozen=True)
-class ImagePipelineConfig:
-    """Settings of the image pipelines.
-
-    Attributes:
-      source: ``"shapes"`` (embedded), ``"cifar10"``, ``"imagenet2012"`` or ``"imagenette"``.
-      batch_size: examples per batch.
-      echo: where and how much to echo (no echo by default).
-      seed: seeds file order and the example shuffle; augmentation and echo each draw from
-        their own stream derived from it (:func:`pipelines.staged.stream_seed`); ``None``
-        for random.
-      shuffle_buffer_size: the input shuffle buffer, in examples. 10,000 holds two shards
-        of the embedded data, enough to mix them (and as in common CIFAR pipelines).
-      num_train_examples: size of the embedded training split (at least 100k is the
-        large-data regime of the paper; smaller for tests).
-      num_eval_examples: size of the embedded evaluation split.
-      cache_dir: cache of the embedded data; default ``$ECHOING_CACHE_DIR`` or ``~/.cache/echoing``.
-      data_dir: tensorflow-datasets data directory for the tfds sources.
-      read_rate: if set, the read step is throttled to this many records per second
-        (:func:`pipelines.slow_storage.throttle`), modelling slow storage; with
-        ``service``, every worker reads at this rate (graph ops that travel:
-        :func:`pipelines.slow_storage.sleep_per_record`). Without ``service``, also a
-        :class:`pipelines.slow_storage.RateLimiter` in records, to change or lift it while
-        the dataset runs.
-      repeat: whether the training pipeline repeats forever (for step-budgeted training).
-      service: a tf.data service dispatcher address (``"grpc://host:port"``): read, shuffle
-        and decode then run on its workers, and echoing, augmentation and batching on the
-        trainer. ``None`` (the default) runs everything here.
-    """
-
-    source: str = "shapes"
-    batch_size: int = 128
-    echo: EchoConfig = EchoConfig()
-    seed: Optional[int] = None
-    shuffle_buffer_size: int = 10_000
-    num_train_examples: int = shapes_data.DEFAULT_TRAIN_EXAMPLES
-    num_eval_examples: int = shapes_data.DEFAULT_EVAL_EXAMPLES
-    cache_dir: Optional[str] = None
-    data_dir: Optional[str] = None
-    read_rate: Optional[float] = None
-    repeat: bool = False
-    service: Optional[str] = None
-
-    def __post_init__(self):
-        check_pipeline_config(self, SOURCES, ECHO_POINTS, "image")
-
-    @property
-    def image_size(self) -> int:
-        return 32 if self.source == "shapes" else TFDS_SOURCES[self.source]
 
 
 def read(config: ImagePipelineConfig, split: str, shuffle_files: bool) -> tf.data.Dataset:
@@ -190,45 +138,75 @@ def _center(image: tf.Tensor, label: tf.Tensor, size: int) -> tuple[tf.Tensor, t
     return tf.ensure_shape(image, [size, size, 3]), label
 
 
+def _augment(ds: tf.data.Dataset, config: ImagePipelineConfig) -> tf.data.Dataset:
+    """Each example augmented from its own draw of the augmentation stream, then normalised."""
+    size = config.image_size
+    augment_seed = stream_seed(config.seed, "augmentation")
+    if size <= 32:
+        draws = tf.data.Dataset.random(seed=augment_seed, rerandomize_each_iteration=True)
+        ds = tf.data.Dataset.zip((ds, draws)).batch(_AUGMENT_GROUP)
+        return ds.map(lambda example, draw: augment_small_batch(*example, draw), num_parallel_calls=_AUTOTUNE).unbatch()
+    seeds = tf.data.Dataset.random(seed=augment_seed, rerandomize_each_iteration=True).batch(2)
+    ds = tf.data.Dataset.zip((ds, seeds))
+    return ds.map(lambda example, seed: normalize(*augment(*example, seed, size)), num_parallel_calls=_AUTOTUNE)
+
+
+# The training pipeline after the read, in order; its echo points are the EchoHere entries.
+TRAIN_STAGES = (
+    Stage("repeat", lambda ds, config: ds.repeat() if config.repeat else ds),
+    Stage("shuffle", lambda ds, config: ds.shuffle(config.shuffle_buffer_size, seed=config.seed,
+                                                   reshuffle_each_iteration=True)),
+    Stage("decode", lambda ds, config: ds.map(decode, num_parallel_calls=_AUTOTUNE)),
+    Stage("service", lambda ds, config: on_service(ds, config.service)),
+    EchoHere(BEFORE_AUGMENT),
+    Stage("augment", _augment),
+    EchoHere(AFTER_AUGMENT),
+    Stage("batch", lambda ds, config: ds.batch(config.batch_size, drop_remainder=True)),
+    EchoHere(AFTER_BATCH),
+    Stage("prefetch", lambda ds, config: ds.prefetch(_AUTOTUNE)),
+)
+ECHO_POINTS = echo_points(TRAIN_STAGES)
+
+
+@dataclasses.dataclass(frozen=True)
+class ImagePipelineConfig(PipelineConfig):
+    """Settings of the image pipelines: :class:`pipelines.staged.PipelineConfig`'s, and these.
+
+    ``source`` is ``"shapes"`` (embedded), ``"cifar10"``, ``"imagenet2012"`` or
+    ``"imagenette"``; ``read_rate`` is in records per second; the input shuffle buffer of
+    10,000 holds two shards of the embedded data, enough to mix them (and as in common
+    CIFAR pipelines); with ``service``, read, shuffle and decode run on the workers.
+
+    Attributes:
+      num_train_examples: size of the embedded training split (at least 100k is the
+        large-data regime of the paper; smaller for tests).
+      num_eval_examples: size of the embedded evaluation split.
+    """
+
+    source: str = "shapes"
+    batch_size: int = 128
+    num_train_examples: int = shapes_data.DEFAULT_TRAIN_EXAMPLES
+    num_eval_examples: int = shapes_data.DEFAULT_EVAL_EXAMPLES
+
+    PIPELINE: ClassVar[str] = "image"
+    SOURCES: ClassVar[tuple] = SOURCES
+    STAGES: ClassVar[tuple] = TRAIN_STAGES
+    POSITIVE_INTS: ClassVar[tuple] = ("num_train_examples", "num_eval_examples")
+
+    @property
+    def image_size(self) -> int:
+        return 32 if self.source == "shapes" else TFDS_SOURCES[self.source]
+
+
+
+
 def train_dataset(config: ImagePipelineConfig, stats: Optional[echoing.EchoStats] = None) -> tf.data.Dataset:
-    """The training pipeline: batches of (normalised float32 images, int64 labels).
+    """The training pipeline: batches of (normalised float32 images, int64 labels): the read, then :data:`TRAIN_STAGES`.
 
     ``stats`` counts the echo stage's fresh and emitted elements (examples, or batches for
     ``after_batch``).
     """
-    size = config.image_size
-    echo = config.echo
-    ds = read(config, "train", shuffle_files=True)
-    if config.repeat:
-        ds = ds.repeat()
-    # Shuffle records before decoding: cheap (encoded bytes are small), and it mixes the
-    # shards before anything else happens.
-    ds = ds.shuffle(config.shuffle_buffer_size, seed=config.seed, reshuffle_each_iteration=True)
-    ds = ds.map(decode, num_parallel_calls=_AUTOTUNE)
-    # With a service address, everything above runs on its workers; echo stays here.
-    ds = on_service(ds, config.service)
-    ds = echo_point(ds, BEFORE_AUGMENT, echo, seed=config.seed, stats=stats)
-    # Augmentation seeds are drawn after the echo stage, so that echoed copies are
-    # augmented independently; a seeded random stream keeps the pipeline reproducible and
-    # gives fresh draws every epoch. It is its own stream, not the echo stage's.
-    augment_seed = stream_seed(config.seed, "augmentation")
-    if size <= 32:
-        # Small images of one size: augmented in groups by one vectorised map.
-        draws = tf.data.Dataset.random(seed=augment_seed, rerandomize_each_iteration=True)
-        ds = tf.data.Dataset.zip((ds, draws)).batch(_AUGMENT_GROUP)
-        ds = ds.map(lambda example, draw: augment_small_batch(*example, draw), num_parallel_calls=_AUTOTUNE).unbatch()
-    else:
-        seeds = tf.data.Dataset.random(seed=augment_seed, rerandomize_each_iteration=True).batch(2)
-        ds = tf.data.Dataset.zip((ds, seeds))
-        # One map for augment and normalise: a map per element has a fixed cost on the hot path.
-        ds = ds.map(lambda example, seed: normalize(*augment(*example, seed, size)), num_parallel_calls=_AUTOTUNE)
-    # Identical copies: echo after augmentation; its echo shuffle (if any) follows it.
-    ds = echo_point(ds, AFTER_AUGMENT, echo, seed=config.seed, stats=stats)
-    # Batch after example echoing so batches mix copies of different examples.
-    ds = ds.batch(config.batch_size, drop_remainder=True)
-    # Batch echoing repeats whole batches; its shuffle buffer then counts batches.
-    ds = echo_point(ds, AFTER_BATCH, echo, seed=config.seed, stats=stats)
-    return ds.prefetch(_AUTOTUNE)
+    return run_stages(read(config, "train", shuffle_files=True), config, stats)
 
 
 def eval_dataset(config: ImagePipelineConfig) -> tf.data.Dataset:

@@ -1,7 +1,7 @@
 """Where echoing goes in a staged input pipeline: the echo points and their configuration.
 
-Every training pipeline in this package (and a user's own) is the same straight list of
-steps, with echo points in between::
+Every training pipeline in this package (and a user's own) is a straight list of
+stages (:class:`Stage`), with echo points as entries in it (:class:`EchoHere`)::
 
     read -> decode/parse -> [before_augment] -> augment -> [after_augment]
          -> (echo shuffle) -> batch -> [after_batch] -> prefetch
@@ -9,10 +9,11 @@ steps, with echo points in between::
 A pipeline without augmentation (text: read -> tokenize -> pack) has a single example
 echo point, named ``example``.
 
-:class:`EchoConfig` names one echo point and the echo settings; :func:`echo_point` is
-called at each point and echoes only where the config says. A pipeline declares which
-points it has (text has no augmentation, so no ``after_augment``), and a config naming a
-point the pipeline lacks is an error at construction, before any data is read.
+:class:`EchoConfig` names one echo point and the echo settings; :func:`run_stages` runs
+the list and echoes only at the entry the config names. A pipeline's echo points are
+read off its list (:func:`echo_points`), so adding a stage or an echo point is one line,
+and a config naming a point the pipeline lacks is an error at construction
+(:class:`PipelineConfig`), before any data is read.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Optional, Sequence
+from typing import Callable, ClassVar, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -150,32 +151,117 @@ def stream_seed(seed: Optional[int], stream: str) -> Optional[int]:
     return int(sequence.generate_state(1)[0])
 
 
-def check_pipeline_config(config, sources: Sequence[str], echo_points: Sequence[str], pipeline: str) -> None:
-    """Validation shared by the pipelines' config dataclasses; errors name the field.
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+    """The settings every training pipeline has; each pipeline's config adds its own.
 
-    Checks ``source``, the positive-int fields ``batch_size`` (and ``sequence_length``,
-    ``num_train_examples``, ``num_eval_examples`` where present), ``read_rate``, ``echo``
-    and that the echo placement is one of ``echo_points``.
+    Attributes:
+      source: where the data comes from (each pipeline names its sources).
+      batch_size: examples per batch.
+      echo: where and how much to echo (no echo by default).
+      seed: seeds the shuffles; augmentation and echo each draw from their own stream
+        derived from it (:func:`stream_seed`); ``None`` for random.
+      shuffle_buffer_size: the input shuffle buffer, in examples.
+      cache_dir: cache of the embedded data; default ``$ECHOING_CACHE_DIR`` or ``~/.cache/echoing``.
+      data_dir: tensorflow-datasets data directory for the tfds sources.
+      read_rate: if set, the read step is throttled to this rate (records or bytes per
+        second, as the pipeline says; :func:`pipelines.slow_storage.throttle`), modelling
+        slow storage; with ``service``, every worker reads at this rate (graph ops that
+        travel: :func:`pipelines.slow_storage.sleep_per_record`). Without ``service``,
+        also a :class:`pipelines.slow_storage.RateLimiter`, to change or lift it while the
+        dataset runs.
+      repeat: whether the training pipeline repeats forever (for step-budgeted training).
+      service: a tf.data service dispatcher address (``"grpc://host:port"``): the stages
+        before the first echo point then run on its workers, and the rest on the
+        trainer. ``None`` (the default) runs everything here.
     """
-    if config.source not in sources:
-        raise ValueError(f"source: expected one of {tuple(sources)}, got {config.source!r}")
-    for name in ("batch_size", "sequence_length", "num_train_examples", "num_eval_examples", "shuffle_buffer_size"):
-        value = getattr(config, name, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}: expected a positive int, got {value!r}")
-    rate = config.read_rate
-    if rate is not None and not isinstance(rate, RateLimiter) and (isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not math.isfinite(rate) or rate <= 0):
-        raise ValueError(f"read_rate: expected a positive finite number, a pipelines.slow_storage.RateLimiter or None, got {rate!r}")
-    if not isinstance(config.echo, EchoConfig):
-        raise TypeError(f"echo: expected a pipelines.staged.EchoConfig, got {config.echo!r}")
-    config.echo.check_placement(echo_points, pipeline)
-    service = getattr(config, "service", None)
-    if service is not None and (not isinstance(service, str) or "://" not in service):
-        raise ValueError(f"service: expected a tf.data service dispatcher address such as 'grpc://localhost:5050' or None, got {service!r}")
-    if service is not None and isinstance(rate, RateLimiter):
-        raise ValueError(f"read_rate: a RateLimiter is a Python clock that reaches no tf.data service worker in another "
-                         f"process; with service={service!r} give a number (each worker then reads at that rate), "
-                         f"got {rate!r}")
+
+    source: str = ""
+    batch_size: int = 1
+    echo: EchoConfig = EchoConfig()
+    seed: Optional[int] = None
+    shuffle_buffer_size: int = 10_000
+    cache_dir: Optional[str] = None
+    data_dir: Optional[str] = None
+    read_rate: Optional[float] = None
+    repeat: bool = False
+    service: Optional[str] = None
+
+    # Each pipeline's config sets these: its name, sources, stages and own positive ints.
+    PIPELINE: ClassVar[str] = ""
+    SOURCES: ClassVar[tuple] = ()
+    STAGES: ClassVar[tuple] = ()
+    POSITIVE_INTS: ClassVar[tuple] = ()
+
+    def __post_init__(self):
+        if self.source not in self.SOURCES:
+            raise ValueError(f"source: expected one of {tuple(self.SOURCES)}, got {self.source!r}")
+        for name in ("batch_size", "shuffle_buffer_size") + tuple(self.POSITIVE_INTS):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected a positive int, got {value!r}")
+        rate = self.read_rate
+        if rate is not None and not isinstance(rate, RateLimiter) and (
+                isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not math.isfinite(rate) or rate <= 0):
+            raise ValueError(f"read_rate: expected a positive finite number, a pipelines.slow_storage.RateLimiter or "
+                             f"None, got {rate!r}")
+        if not isinstance(self.echo, EchoConfig):
+            raise TypeError(f"echo: expected a pipelines.staged.EchoConfig, got {self.echo!r}")
+        self.echo.check_placement(echo_points(self.STAGES), self.PIPELINE)
+        service = self.service
+        if service is not None and (not isinstance(service, str) or "://" not in service):
+            raise ValueError(f"service: expected a tf.data service dispatcher address such as 'grpc://localhost:5050' "
+                             f"or None, got {service!r}")
+        if service is not None and isinstance(rate, RateLimiter):
+            raise ValueError(f"read_rate: a RateLimiter is a Python clock that reaches no tf.data service worker in "
+                             f"another process; with service={service!r} give a number (each worker then reads at "
+                             f"that rate), got {rate!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One step of a pipeline: ``apply(dataset, config)`` is the dataset after it."""
+
+    name: str
+    apply: Callable[[tf.data.Dataset, PipelineConfig], tf.data.Dataset]
+
+
+@dataclasses.dataclass(frozen=True)
+class EchoHere:
+    """A place in a pipeline's list of stages where an echo stage may go (as seqio's
+    ``CacheDatasetPlaceholder`` marks where caching may go): the pipeline's echo points
+    are these entries, in order."""
+
+    point: EchoPoint
+
+
+def echo_points(stages: Sequence) -> tuple:
+    """The echo points of a list of stages, in order.
+
+    >>> echo_points([Stage("batch", lambda ds, c: ds.batch(2)), EchoHere(AFTER_BATCH)])
+    ('after_batch',)
+    """
+    return tuple(stage.point for stage in stages if isinstance(stage, EchoHere))
+
+
+def run_stages(dataset: tf.data.Dataset, config: PipelineConfig,
+               stats: Optional[echoing.EchoStats] = None) -> tf.data.Dataset:
+    """``dataset`` through ``config.STAGES`` in order, echoing at the entry ``config.echo`` names.
+
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Numbers(PipelineConfig):
+    ...     PIPELINE, SOURCES = "numbers", ("range",)
+    ...     STAGES = (Stage("batch", lambda ds, c: ds.batch(c.batch_size)), EchoHere(AFTER_BATCH))
+    >>> config = Numbers(source="range", batch_size=2, echo=EchoConfig("after_batch", factor=2))
+    >>> [x.numpy().tolist() for x in run_stages(tf.data.Dataset.range(4), config)]
+    [[0, 1], [0, 1], [2, 3], [2, 3]]
+    """
+    for stage in config.STAGES:
+        if isinstance(stage, EchoHere):
+            dataset = echo_point(dataset, stage.point, config.echo, seed=config.seed, stats=stats)
+        else:
+            dataset = stage.apply(dataset, config)
+    return dataset
 
 
 def on_service(dataset: tf.data.Dataset, service: Optional[str]) -> tf.data.Dataset:

@@ -20,16 +20,15 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import ClassVar, Optional
 
 import tensorflow as tf
 
 import echoing
 from pipelines import stdlib_text
 from pipelines.slow_storage import sleep_per_record, throttle
-from pipelines.staged import AFTER_BATCH, EXAMPLE, EchoConfig, check_pipeline_config, echo_point, on_service
-
-ECHO_POINTS = (EXAMPLE, AFTER_BATCH)
+from pipelines.staged import (AFTER_BATCH, EXAMPLE, EchoConfig, EchoHere, PipelineConfig, Stage, echo_points, on_service,
+                              run_stages)
 SOURCES = ("stdlib", "lm1b")
 PAD_ID = 0
 END_OF_DOCUMENT_ID = 1
@@ -40,58 +39,6 @@ VOCAB_SIZE = 256 + BYTE_OFFSET
 _DOCUMENT_SHUFFLE = 256
 _AUTOTUNE = tf.data.AUTOTUNE
 
-
-@dataclasses.dataclass(frozen=True)
-class TextPipelineConfig:
-    """Settings of the text pipelines.
-
-    Attributes:
-      source: ``"stdlib"`` (embedded) or ``"lm1b"`` (tensorflow-datasets).
-      sequence_length: tokens per example (inputs and targets each).
-      batch_size: examples per batch.
-      echo: where and how much to echo: placement ``"example"`` (after packing) or
-        ``"after_batch"``; no echo by default.
-      seed: seeds document and example shuffles; the echo draws from its own stream derived
-        from it (:func:`pipelines.staged.stream_seed`); ``None`` for random.
-      shuffle_buffer_size: the packed-example shuffle buffer, in examples.
-      cache_dir: cache of the embedded data; default ``$ECHOING_CACHE_DIR`` or ``~/.cache/echoing``.
-      data_dir: tensorflow-datasets data directory for lm1b.
-      read_rate: if set, the read step is throttled to this many bytes per second; with
-        ``service``, on every worker (graph ops that travel:
-        :func:`pipelines.slow_storage.sleep_per_record`). Without ``service``, also a
-        :class:`pipelines.slow_storage.RateLimiter` in bytes, to change or lift it while
-        the dataset runs.
-      repeat: whether the training pipeline repeats forever.
-      service: a tf.data service dispatcher address (``"grpc://host:port"``): read,
-        tokenize, pack and shuffle then run on its workers, and echoing and batching on
-        the trainer. ``None`` (the default) runs everything here.
-      max_record_bytes: with the embedded source, the training split's files are split
-        into records (documents) of at most this many bytes, at line ends
-        (:func:`pipelines.stdlib_text.split_document`), so that a throttled read holds
-        the stream up for at most one such record; ``None`` (the default): one record
-        per file. The evaluation split stays whole, so that its metric does not depend
-        on it. lm1b's records are sentences: setting it there raises.
-    """
-
-    source: str = "stdlib"
-    sequence_length: int = 128
-    batch_size: int = 64
-    echo: EchoConfig = EchoConfig()
-    seed: Optional[int] = None
-    shuffle_buffer_size: int = 10_000
-    cache_dir: Optional[str] = None
-    data_dir: Optional[str] = None
-    read_rate: Optional[float] = None
-    repeat: bool = False
-    service: Optional[str] = None
-    max_record_bytes: Optional[int] = None
-
-    def __post_init__(self):
-        check_pipeline_config(self, SOURCES, ECHO_POINTS, "text")
-        stdlib_text.check_max_record_bytes(self.max_record_bytes)
-        if self.max_record_bytes is not None and self.source != "stdlib":
-            raise ValueError(f"max_record_bytes: only the embedded 'stdlib' source is split into records; got "
-                             f"max_record_bytes={self.max_record_bytes!r} with source={self.source!r}")
 
 def read(config: TextPipelineConfig, split: str) -> tf.data.Dataset:
     """Documents as scalar strings."""
@@ -144,25 +91,65 @@ def pack(documents: tf.data.Dataset, sequence_length: int) -> tf.data.Dataset:
     return ds.map(lambda row: (row[:-1], row[1:]), num_parallel_calls=_AUTOTUNE)
 
 
+# The training pipeline after the read, in order; its echo points are the EchoHere entries.
+TRAIN_STAGES = (
+    Stage("repeat", lambda ds, config: ds.repeat() if config.repeat else ds),
+    Stage("shuffle_documents", lambda ds, config: ds.shuffle(_DOCUMENT_SHUFFLE, seed=config.seed,
+                                                             reshuffle_each_iteration=True)),
+    Stage("tokenize", lambda ds, config: ds.map(tokenize, num_parallel_calls=_AUTOTUNE)),
+    Stage("pack", lambda ds, config: pack(ds, config.sequence_length)),
+    Stage("shuffle", lambda ds, config: ds.shuffle(config.shuffle_buffer_size, seed=config.seed,
+                                                   reshuffle_each_iteration=True)),
+    Stage("service", lambda ds, config: on_service(ds, config.service)),
+    EchoHere(EXAMPLE),
+    Stage("batch", lambda ds, config: ds.batch(config.batch_size, drop_remainder=True)),
+    EchoHere(AFTER_BATCH),
+    Stage("prefetch", lambda ds, config: ds.prefetch(_AUTOTUNE)),
+)
+ECHO_POINTS = echo_points(TRAIN_STAGES)
+
+
+@dataclasses.dataclass(frozen=True)
+class TextPipelineConfig(PipelineConfig):
+    """Settings of the text pipelines: :class:`pipelines.staged.PipelineConfig`'s, and these.
+
+    ``source`` is ``"stdlib"`` (embedded) or ``"lm1b"`` (tensorflow-datasets);
+    ``read_rate`` is in bytes per second; the echo placement is ``"example"`` (after
+    packing) or ``"after_batch"``; ``shuffle_buffer_size`` is the packed-example shuffle;
+    with ``service``, read, tokenize, pack and shuffle run on the workers.
+
+    Attributes:
+      sequence_length: tokens per example (inputs and targets each).
+      max_record_bytes: with the embedded source, the training split's files are split
+        into records (documents) of at most this many bytes, at line ends
+        (:func:`pipelines.stdlib_text.split_document`), so that a throttled read holds
+        the stream up for at most one such record; ``None`` (the default): one record
+        per file. The evaluation split stays whole, so that its metric does not depend
+        on it. lm1b's records are sentences: setting it there raises.
+    """
+
+    source: str = "stdlib"
+    batch_size: int = 64
+    sequence_length: int = 128
+    max_record_bytes: Optional[int] = None
+
+    PIPELINE: ClassVar[str] = "text"
+    SOURCES: ClassVar[tuple] = SOURCES
+    STAGES: ClassVar[tuple] = TRAIN_STAGES
+    POSITIVE_INTS: ClassVar[tuple] = ("sequence_length",)
+
+    def __post_init__(self):
+        super().__post_init__()
+        stdlib_text.check_max_record_bytes(self.max_record_bytes)
+        if self.max_record_bytes is not None and self.source != "stdlib":
+            raise ValueError(f"max_record_bytes: only the embedded 'stdlib' source is split into records; got "
+                             f"max_record_bytes={self.max_record_bytes!r} with source={self.source!r}")
+
+
+
 def train_dataset(config: TextPipelineConfig, stats: Optional[echoing.EchoStats] = None) -> tf.data.Dataset:
-    """The training pipeline: batches of (inputs, targets), int32 ``[batch, sequence_length]``."""
-    ds = read(config, "train")
-    if config.repeat:
-        ds = ds.repeat()
-    # Shuffle whole documents first so that packed rows do not always follow one file order.
-    ds = ds.shuffle(_DOCUMENT_SHUFFLE, seed=config.seed, reshuffle_each_iteration=True)
-    ds = ds.map(tokenize, num_parallel_calls=_AUTOTUNE)
-    ds = pack(ds, config.sequence_length)
-    # Then shuffle packed examples, so that consecutive rows of one document spread apart.
-    ds = ds.shuffle(config.shuffle_buffer_size, seed=config.seed, reshuffle_each_iteration=True)
-    # With a service address, everything above runs on its workers; echo stays here.
-    ds = on_service(ds, config.service)
-    # Example echoing after packing (text has no augmentation); its echo shuffle follows it.
-    ds = echo_point(ds, EXAMPLE, config.echo, seed=config.seed, stats=stats)
-    ds = ds.batch(config.batch_size, drop_remainder=True)
-    # Batch echoing repeats whole batches.
-    ds = echo_point(ds, AFTER_BATCH, config.echo, seed=config.seed, stats=stats)
-    return ds.prefetch(_AUTOTUNE)
+    """The training pipeline: batches of (inputs, targets), int32 ``[batch, sequence_length]``: the read, then :data:`TRAIN_STAGES`."""
+    return run_stages(read(config, "train"), config, stats)
 
 
 def eval_dataset(config: TextPipelineConfig) -> tf.data.Dataset:

@@ -1,5 +1,6 @@
 """The image and text pipelines: shapes, echo points, determinism, embedded data, tfds sources."""
 
+import dataclasses
 import hashlib
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import echoing
+import pipelines
 from pipelines import cache, image, shapes_data, staged, stdlib_text, text
 from pipelines.staged import PLACEMENTS, EchoConfig, echo_point
 
@@ -450,3 +452,33 @@ def test_tfds_lm1b_under_mock_data(cache_dir):
 
 def test_placements_are_named_in_one_place():
     assert PLACEMENTS == ("none", "example", "before_augment", "after_augment", "after_batch")
+
+
+def test_a_pipelines_echo_points_are_the_entries_of_its_list_of_stages():
+    from pipelines import image, text
+    from pipelines.staged import EchoHere, Stage
+
+    for module in (image, text):
+        stages = module.TRAIN_STAGES
+        assert all(isinstance(s, (Stage, EchoHere)) for s in stages)
+        assert module.ECHO_POINTS == tuple(s.point for s in stages if isinstance(s, EchoHere))
+    assert image.ECHO_POINTS == ("before_augment", "after_augment", "after_batch")
+    assert text.ECHO_POINTS == ("example", "after_batch")
+    # The stages in order, as the docs draw them.
+    assert [getattr(s, "name", None) or s.point.value for s in image.TRAIN_STAGES] == [
+        "repeat", "shuffle", "decode", "service", "before_augment", "augment", "after_augment", "batch", "after_batch",
+        "prefetch"]
+
+
+def test_the_shared_settings_live_in_one_base_and_are_checked_there():
+    from pipelines.staged import PipelineConfig
+
+    shared = {f.name for f in dataclasses.fields(PipelineConfig)}
+    for config in (pipelines.ImagePipelineConfig, pipelines.TextPipelineConfig):
+        assert issubclass(config, PipelineConfig) and shared <= {f.name for f in dataclasses.fields(config)}
+    with pytest.raises(ValueError, match="sequence_length: expected a positive int, got 0"):
+        pipelines.TextPipelineConfig(sequence_length=0)
+    with pytest.raises(ValueError, match="num_train_examples: expected a positive int, got -1"):
+        pipelines.ImagePipelineConfig(num_train_examples=-1)
+    with pytest.raises(ValueError, match="placement: the text pipeline has no echo point 'after_augment'"):
+        pipelines.TextPipelineConfig(echo=pipelines.EchoConfig("after_augment", factor=2))
