@@ -84,7 +84,7 @@ class Change(str, enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True)
-class Case:
+class Case(results_io.Record):
     """One drawn loop: the scenario's settings, with R's schedule as plain numbers."""
 
     seed: int
@@ -121,13 +121,6 @@ class Case:
                         lump_batches=self.lump_batches, lump_sigma=self.lump_sigma,
                         pause_seconds=self.pause_seconds, pause_every_steps=self.pause_every_steps,
                         steps_per_execution=self.steps_per_execution, warm=self.warm, seed=self.seed)
-
-    def record(self) -> dict:
-        return {**dataclasses.asdict(self), "change": self.change.value}
-
-    @classmethod
-    def from_record(cls, record: dict) -> "Case":
-        return cls(**{**record, "change": Change(record["change"])})
 
 
 def draw_case(seed: int) -> Case:
@@ -177,7 +170,7 @@ def run_case(case: Case, law: Law, factor: Optional[float] = None) -> Run:
 
 
 @dataclasses.dataclass(frozen=True)
-class Result:
+class Result(results_io.Record):
     """The controller on one case, under one law, judged at one progress slope.
 
     Attributes:
@@ -215,13 +208,6 @@ class Result:
     @property
     def over_max(self) -> float:
         return self.seconds / self.max_seconds
-
-    def record(self) -> dict:
-        return {**dataclasses.asdict(self), "law": self.law.value}
-
-    @classmethod
-    def from_record(cls, record: dict) -> "Result":
-        return cls(**{**record, "law": Law(record["law"])})
 
 
 def near_share(case: Case, run: Run) -> float:
@@ -268,7 +254,7 @@ IN_STEP_STEPS = 2000
 
 
 @dataclasses.dataclass(frozen=True)
-class Pair:
+class Pair(results_io.Record):
     """Two trainers in step: each its own input (R), the same step."""
 
     seed: int
@@ -283,13 +269,6 @@ class Pair:
                          upstream_jitter=self.upstream_jitter, buffer_batches=self.buffer_batches,
                          upstream_batches=self.upstream_batches, seed=self.seed) for ratio in self.ratios]
 
-    def record(self) -> dict:
-        return {**dataclasses.asdict(self), "ratios": list(self.ratios)}
-
-    @classmethod
-    def from_record(cls, record: dict) -> "Pair":
-        return cls(**{**record, "ratios": tuple(record["ratios"])})
-
 
 def draw_pair(seed: int) -> Pair:
     rng = random.Random(seed)
@@ -300,19 +279,12 @@ def draw_pair(seed: int) -> Pair:
 
 
 @dataclasses.dataclass(frozen=True)
-class PairResult:
+class PairResult(results_io.Record):
     """The controllers on one :class:`Pair`: the second half's step rate over the step's own, and each trainer's factor over its R."""
 
     seed: int
     rate_share: float
     factor_over_ratio: tuple
-
-    def record(self) -> dict:
-        return {**dataclasses.asdict(self), "factor_over_ratio": list(self.factor_over_ratio)}
-
-    @classmethod
-    def from_record(cls, record: dict) -> "PairResult":
-        return cls(**{**record, "factor_over_ratio": tuple(record["factor_over_ratio"])})
 
 
 def judge_pair(pair: Pair) -> PairResult:
@@ -327,7 +299,7 @@ def judge_pair(pair: Pair) -> PairResult:
 
 
 @dataclasses.dataclass(frozen=True)
-class PairSummary:
+class PairSummary(results_io.Record):
     """The two-trainer family's distribution."""
 
     pairs: int
@@ -336,13 +308,6 @@ class PairSummary:
     rate_worst: float
     near: int
     trainers: int
-
-    def record(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_record(cls, record: dict) -> "PairSummary":
-        return cls(**record)
 
 
 def summarize_pairs(results: list[PairResult]) -> PairSummary:
@@ -382,7 +347,7 @@ def quantile(values: list, q: float) -> float:
 
 
 @dataclasses.dataclass(frozen=True)
-class Summary:
+class Summary(results_io.Record):
     """The distribution of one law at one slope, and the targets it is held to."""
 
     law: Law
@@ -397,13 +362,6 @@ class Summary:
     worst_over_max: float
     change_cases: int
     change_met: int
-
-    def record(self) -> dict:
-        return {**dataclasses.asdict(self), "law": self.law.value}
-
-    @classmethod
-    def from_record(cls, record: dict) -> "Summary":
-        return cls(**{**record, "law": Law(record["law"])})
 
 
 def summarize(results: list[Result], law: Law, slope: float) -> Summary:

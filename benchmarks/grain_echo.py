@@ -38,7 +38,7 @@ PIPELINE_FACTORS = (1.0, 2.0, 4.0)
 
 
 @dataclasses.dataclass(frozen=True)
-class StageRun:
+class StageRun(results_io.Record):
     """Elements per second out of one stage, one repeat."""
 
     stage: str  # "echoing.grain" or "grain FlatMap"
@@ -47,29 +47,15 @@ class StageRun:
     repeat: int
     elements_per_second: float
 
-    def record(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_record(cls, record: dict) -> "StageRun":
-        return cls(**record)
-
 
 @dataclasses.dataclass(frozen=True)
-class PipelineRun:
+class PipelineRun(results_io.Record):
     """Steps per second of the throttled pipeline at one factor (``None``: the controller's), one repeat."""
 
     factor: Optional[float]
     repeat: int
     steps_per_second: float
     held_factor: Optional[float]
-
-    def record(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_record(cls, record: dict) -> "PipelineRun":
-        return cls(**record)
 
 
 def _source(size: str, elements: int):

@@ -63,7 +63,7 @@ class Settings:
 
 
 @dataclasses.dataclass(frozen=True)
-class RateRun:
+class RateRun(results_io.Record):
     """Steps per second of one configuration in one repeat (``factor`` is ``"auto"`` for the controller)."""
 
     workers: int
@@ -72,29 +72,15 @@ class RateRun:
     steps_per_second: float
     held_factor: Optional[float]
 
-    def record(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_record(cls, record: dict) -> "RateRun":
-        return cls(**record)
-
 
 @dataclasses.dataclass(frozen=True)
-class RecoveryRun:
+class RecoveryRun(results_io.Record):
     """One SIGKILL of one of two workers: the rates before and after, and the seconds to steady."""
 
     repeat: int
     before: float
     after: float
     seconds_to_steady: Optional[float]
-
-    def record(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_record(cls, record: dict) -> "RecoveryRun":
-        return cls(**record)
 
 
 class Cluster:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
+import enum
+import typing
 import fcntl
 import json
 import os
@@ -27,6 +30,70 @@ RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
 # Where a user's runs go by default: relative to the working directory, ignored by git.
 RUNS_DIR = Path("runs")
+
+
+class Record:
+    """A frozen dataclass that a results file holds: ``record()`` writes it, ``from_record()`` reads it.
+
+    Enum fields are written as their values and read back as the enum; tuples as lists
+    and read back as tuples; a field that is itself a ``Record`` as its record. Reading
+    refuses a record that lacks a field, naming it (no silent default).
+
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Run(Record):
+    ...     ratios: tuple
+    ...     seconds: float
+    >>> Run((2.0, 4.0), 1.5).record()
+    {'ratios': [2.0, 4.0], 'seconds': 1.5}
+    >>> Run.from_record({"ratios": [2.0, 4.0], "seconds": 1.5}) == Run((2.0, 4.0), 1.5)
+    True
+    >>> Run.from_record({"ratios": [2.0, 4.0]})
+    Traceback (most recent call last):
+    ...
+    ValueError: Run: the record has no field 'seconds'; it has ['ratios']
+    """
+
+    def record(self) -> dict:
+        return {field.name: _written(getattr(self, field.name)) for field in dataclasses.fields(self)}
+
+    @classmethod
+    def from_record(cls, record: dict):
+        fields = dataclasses.fields(cls)
+        for field in fields:
+            if field.name not in record:
+                raise ValueError(f"{cls.__name__}: the record has no field {field.name!r}; it has {sorted(record)}")
+        hints = typing.get_type_hints(cls)
+        return cls(**{field.name: _read(hints.get(field.name), record[field.name]) for field in fields})
+
+
+def _written(value):
+    if isinstance(value, Record):
+        return value.record()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (tuple, list)):
+        return [_written(v) for v in value]
+    return value
+
+
+def _read(kind, value):
+    if value is None or kind is None:
+        return value
+    origin = typing.get_origin(kind)
+    if origin is typing.Union:
+        options = [k for k in typing.get_args(kind) if k is not type(None)]
+        return _read(options[0], value) if len(options) == 1 else value
+    if origin is tuple or kind is tuple:
+        args = [a for a in typing.get_args(kind) if a is not Ellipsis]
+        return tuple(_read(args[0] if args else None, v) for v in value)
+    if origin is list:
+        args = typing.get_args(kind)
+        return [_read(args[0] if args else None, v) for v in value]
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return kind(value)
+    if isinstance(kind, type) and issubclass(kind, Record):
+        return kind.from_record(value)
+    return value
 
 
 def add_output_dir_argument(parser) -> None:
