@@ -12,7 +12,7 @@ The read is throttled to ``batch_size / (R * step_seconds)`` examples per second
 reading one batch takes ``R`` steps. R is then measured (:func:`measure_pipeline`) and
 recorded beside the nominal value. Seconds run from the first batch delivered, matching
 the fresh-example count, which leaves the fills out too. The buffers fill with the read
-unthrottled (:func:`benchmarks.lib.tasks.fill_unthrottled`), timed apart as
+unthrottled (:func:`benchmarks.lib.lifecycles.fill_unthrottled`), timed apart as
 ``startup_seconds``; the replays recorded before that change filled them at the throttled
 rate. Either way the clock starts at the first batch; unthrottled, the prefetch buffers may
 also pull some elements ahead in the moment before the link closes (not measured).
@@ -43,7 +43,8 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 import echoing
-from benchmarks.lib.tasks import Task, fill_unthrottled, release_in_background
+from benchmarks.lib.lifecycles import fill_unthrottled, release_in_background
+from benchmarks.lib.tasks import Task
 
 
 def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = None,

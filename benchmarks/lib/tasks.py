@@ -20,10 +20,8 @@ Example (a tiny ResNet run's pieces; the embedded data is generated on first use
 from __future__ import annotations
 
 import abc
-import contextlib
 import dataclasses
 import math
-import threading
 from typing import Optional
 
 import keras
@@ -290,36 +288,6 @@ def task_for(settings: TaskSettings) -> Task:
     if settings.name not in TASK_KINDS:
         raise ValueError(f"settings.name: expected one of {sorted(TASK_KINDS)}, got {settings.name!r}")
     return TASK_KINDS[settings.name](settings)
-
-
-def fill_unthrottled(config):
-    """A context in which the config's throttled read, if any, admits at once.
-
-    Pull the first batch in it: the shuffle buffers then fill at full speed, and the read
-    is paced again from that batch on. Fills are not counted in the benchmarks' seconds,
-    and at a throttled rate they take a while: the image pipeline's 10,000-example buffer
-    takes 10,000 / read rate seconds, and the text pipeline's buffers hold 256 documents
-    and then 10,000 packed sequences.
-    """
-    link = config.read_rate
-    return link.unthrottled() if isinstance(link, RateLimiter) else contextlib.nullcontext()
-
-
-def release_in_background(holder: list) -> threading.Thread:
-    """Empties ``holder``, a list holding the only reference to a tf.data iterator, in a daemon thread.
-
-    Deleting the main job's training iterator after 26 ResNet steps and an evaluation
-    waited 6.7 to 8.5 s in three of five trials timed by hand around ``del`` (0.02 s in
-    the other two), with the CPU idle (0.03 s of CPU time in 6.7 s): in a thread the job
-    goes on meanwhile, and as the wait uses no CPU it slows no measurement that follows.
-
-    >>> holder = [iter(range(3))]
-    >>> release_in_background(holder).join(); holder
-    []
-    """
-    thread = threading.Thread(target=holder.clear, name="tf.data iterator release", daemon=True)
-    thread.start()
-    return thread
 
 
 # ResNet: SGD with momentum 0.9 at 0.1 is the CIFAR ResNet recipe (He et al.); a ResNet-8 at

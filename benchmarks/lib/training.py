@@ -38,7 +38,8 @@ import keras
 import tensorflow as tf
 
 import echoing
-from benchmarks.lib.tasks import Task, release_in_background
+from benchmarks.lib.lifecycles import release_in_background
+from benchmarks.lib.tasks import Task
 
 
 def fresh_examples(task: Task, placement: str, steps: int, factor: float) -> float:

@@ -23,7 +23,7 @@ nominal R of 1 means "the read just keeps up". The large e must exceed the nomin
 the step would still wait for the read.
 
 Every new pipeline fills its input shuffle buffer (10,000 examples) first, with the read
-unthrottled (:func:`benchmarks.lib.tasks.fill_unthrottled`; at the throttled rate it would
+unthrottled (:func:`benchmarks.lib.lifecycles.fill_unthrottled`; at the throttled rate it would
 take 10,000 / read rate seconds: at R=4, 10,000 x 4 / 128, about 310 step times).
 
 Example: the correction alone (``tests/test_time_to_target.py`` runs the whole mode):
@@ -40,7 +40,8 @@ from typing import Callable
 import tensorflow as tf
 
 import echoing
-from benchmarks.lib.tasks import Task, fill_unthrottled
+from benchmarks.lib.lifecycles import fill_unthrottled
+from benchmarks.lib.tasks import Task
 
 
 def loaded_ratio(task: Task, model, *, read_rate: float, seed: int, max_factor: float, echo_shuffle: int, steps: int,
