@@ -47,7 +47,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "grain_echo": grain_echo.document_table,
     "xla_check": xla_check.table,
     "backends": backends.table,
-    "service": service.table,
+    "service": service.document_table,
     "service_processes": service_processes.document_table,
 }
 

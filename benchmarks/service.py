@@ -23,6 +23,7 @@ import gc
 import math
 import statistics
 import time
+from typing import Optional
 
 import tensorflow as tf
 from tensorflow.python.data.experimental.ops import testing
@@ -34,7 +35,7 @@ service = tf.data.experimental.service
 
 
 @dataclasses.dataclass(frozen=True)
-class ServiceBenchmarkConfig:
+class ServiceBenchmarkConfig(results_io.Record):
     """Settings of the service benchmark.
 
     Attributes:
@@ -100,7 +101,46 @@ def step_rate(target: str, factor: float, config: ServiceBenchmarkConfig, job: s
         gc.collect()
 
 
-def run(config: ServiceBenchmarkConfig, output) -> dict:
+@dataclasses.dataclass(frozen=True)
+class WorkerRow(results_io.Record):
+    """The trainer's steps per second at one worker count and factor.
+
+    Attributes:
+      workers, factor: the configuration.
+      rates: steps per second, one per repeat.
+      median, min, max: of ``rates``.
+      nominal_bound: the model with the nominal worker rate.
+      model: the model with the measured rate of one worker at e = 1 (``None`` without e = 1).
+    """
+
+    workers: int
+    factor: float
+    rates: tuple[float, ...]
+    median: float
+    min: float
+    max: float
+    nominal_bound: float
+    model: Optional[float]
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkersNeeded(results_io.Record):
+    """At one factor, the fewest workers that reached ``target_steps_per_second`` (``None``: none tried), and the model's."""
+
+    factor: float
+    target_steps_per_second: float
+    workers: Optional[int]
+    predicted: Optional[int]
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceResults(results_io.Record):
+    rows: tuple[WorkerRow, ...]
+    steps_per_second_per_worker_at_e1: Optional[float]
+    workers_needed: tuple[WorkersNeeded, ...]
+
+
+def run(config: ServiceBenchmarkConfig, output) -> ServiceResults:
     rates: dict[tuple[int, float], list[float]] = {}  # (workers, factor) -> steps/s per repeat
     for repeat in range(config.repeats):
         for workers in config.worker_counts:
@@ -128,48 +168,50 @@ def run(config: ServiceBenchmarkConfig, output) -> dict:
         for factor in config.factors:
             values = rates[(workers, factor)]
             model = None if per_worker is None else min(workers * per_worker * factor, 1 / config.step_seconds)
-            rows.append({"workers": workers, "factor": factor, "rates": values, "median": statistics.median(values),
-                         "min": min(values), "max": max(values), "nominal_bound": config.bound(workers, factor),
-                         "model": model})
-    results = {"rows": rows, "steps_per_second_per_worker_at_e1": per_worker,
-               "workers_needed": workers_needed(rows, config, per_worker)}
-    results_io.write_results(output.stem, dataclasses.asdict(config), results, output.parent)
-    return {"settings": dataclasses.asdict(config), "results": results}
+            rows.append(WorkerRow(workers, factor, tuple(values), statistics.median(values), min(values), max(values),
+                                  config.bound(workers, factor), model))
+    results = ServiceResults(tuple(rows), per_worker, workers_needed(rows, config, per_worker))
+    results_io.write_results(output.stem, config.record(), results.record(), output.parent)
+    return results
 
 
-def workers_needed(rows: list[dict], config: ServiceBenchmarkConfig, per_worker) -> list[dict]:
+def workers_needed(rows: list[WorkerRow], config: ServiceBenchmarkConfig, per_worker) -> tuple[WorkersNeeded, ...]:
     """Per e, the fewest workers whose measured median reached 90% of the step's own rate."""
     target = 0.9 / config.step_seconds
     needed = []
     for factor in config.factors:
-        reached = [r["workers"] for r in rows if r["factor"] == factor and r["median"] >= target]
-        needed.append({"factor": factor, "target_steps_per_second": target, "workers": min(reached) if reached else None,
-                       "predicted": None if not per_worker else math.ceil(target / (per_worker * factor))})
-    return needed
+        reached = [r.workers for r in rows if r.factor == factor and r.median >= target]
+        needed.append(WorkersNeeded(factor, target, min(reached) if reached else None,
+                                    None if not per_worker else math.ceil(target / (per_worker * factor))))
+    return tuple(needed)
 
 
-def table(document: dict) -> str:
+def document_table(document: dict) -> str:
+    """The README table from a results document (``python -m benchmarks.readme_tables``)."""
+    return table(*results_io.typed(document, ServiceBenchmarkConfig, ServiceResults))
+
+
+def table(settings: ServiceBenchmarkConfig, results: ServiceResults) -> str:
     """The README table: steps per second by workers and e, and the workers needed per e."""
-    settings, results = document["settings"], document["results"]
-    factors = settings["factors"]
+    factors = settings.factors
     lines = ["| workers | " + " | ".join(f"e={e:g} steps/s (model)" for e in factors) + " |",
              "|---:|" + "---:|" * len(factors)]
-    for workers in settings["worker_counts"]:
+    for workers in settings.worker_counts:
         cells = []
         for factor in factors:
-            row = next(r for r in results["rows"] if r["workers"] == workers and r["factor"] == factor)
-            model = "-" if row["model"] is None else f"{row['model']:.1f}"
-            cells.append(f"{row['median']:.1f} ({row['min']:.1f}-{row['max']:.1f}; {model})")
+            row = next(r for r in results.rows if r.workers == workers and r.factor == factor)
+            model = "-" if row.model is None else f"{row.model:.1f}"
+            cells.append(f"{row.median:.1f} ({row.min:.1f}-{row.max:.1f}; {model})")
         lines.append(f"| {workers} | " + " | ".join(cells) + " |")
-    most = max(settings["worker_counts"])
+    most = max(settings.worker_counts)
     needed = "; ".join(
-        f"e={n['factor']:g}: " + (str(n["workers"]) if n["workers"] is not None else f"more than {most}")
-        + f" (model {n['predicted']})" for n in results["workers_needed"])
+        f"e={n.factor:g}: " + (str(n.workers) if n.workers is not None else f"more than {most}")
+        + f" (model {n.predicted})" for n in results.workers_needed)
     return "\n".join(lines) + (
-        f"\n\nMedian (min-max over {settings['repeats']} repeats; the model) of the trainer's steps per second, "
-        f"each worker's read throttled to {settings['worker_rate']:g} examples/s, batches of {settings['batch_size']}, a "
-        f"{settings['step_seconds'] * 1e3:g} ms modelled step. The model is min(workers x e x r1, step rate), r1 being one "
-        f"worker's measured rate at e=1 ({results['steps_per_second_per_worker_at_e1']:.1f} steps/s). "
+        f"\n\nMedian (min-max over {settings.repeats} repeats; the model) of the trainer's steps per second, "
+        f"each worker's read throttled to {settings.worker_rate:g} examples/s, batches of {settings.batch_size}, a "
+        f"{settings.step_seconds * 1e3:g} ms modelled step. The model is min(workers x e x r1, step rate), r1 being one "
+        f"worker's measured rate at e=1 ({results.steps_per_second_per_worker_at_e1:.1f} steps/s). "
         f"Workers needed for 90% of the step's own rate: {needed}.")
 
 
@@ -182,7 +224,7 @@ def main(argv=None) -> None:
     if args.quick:
         config = dataclasses.replace(config, worker_counts=(1, 2), factors=(1.0, 2.0), warmup_seconds=0.5, seconds=1.0, repeats=1)
     output = args.output_dir / ("service_quick.json" if args.quick else "service.json")
-    print(table(run(config, output)))
+    print(table(config, run(config, output)))
     print(f"\nresults: {output}")
 
 

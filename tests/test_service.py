@@ -182,9 +182,11 @@ def test_the_service_benchmark_records_a_row_per_worker_count_and_factor(tmp_pat
 
     config = bench.ServiceBenchmarkConfig(worker_counts=(1,), factors=(1, 2.0), warmup_seconds=0.2, seconds=0.5,
                                           repeats=1)
-    document = bench.run(config, tmp_path / "service.json")
-    rows = document["results"]["rows"]
-    assert [(r["workers"], r["factor"]) for r in rows] == [(1, 1), (1, 2.0)]
-    assert all(len(r["rates"]) == 1 and r["median"] > 0 for r in rows)
-    assert document["results"]["steps_per_second_per_worker_at_e1"] == rows[0]["median"]
-    assert (tmp_path / "service.json").exists()
+    results = bench.run(config, tmp_path / "service.json")
+    assert [(r.workers, r.factor) for r in results.rows] == [(1, 1), (1, 2.0)]
+    assert all(len(r.rates) == 1 and r.median > 0 for r in results.rows)
+    assert results.steps_per_second_per_worker_at_e1 == results.rows[0].median
+    # The file reads back to the same records.
+    from benchmarks.lib import results_io
+    document = results_io.read_results(tmp_path / "service.json")
+    assert results_io.typed(document, bench.ServiceBenchmarkConfig, bench.ServiceResults) == (config, results)

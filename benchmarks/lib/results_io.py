@@ -66,6 +66,18 @@ class Record:
         return cls(**{field.name: _read(hints.get(field.name), record[field.name]) for field in fields})
 
 
+def typed(document: dict, settings: type, results: type) -> tuple:
+    """A results document's settings and results as :class:`Record` s: the one place their keys are read.
+
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Counts(Record):
+    ...     fresh: int
+    >>> typed({"settings": {"fresh": 1}, "results": {"fresh": 2}}, Counts, Counts)
+    (Counts(fresh=1), Counts(fresh=2))
+    """
+    return settings.from_record(document["settings"]), results.from_record(document["results"])
+
+
 def _written(value):
     if isinstance(value, Record):
         return value.record()
