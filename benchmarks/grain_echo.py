@@ -183,16 +183,34 @@ def pipeline_table(runs: list[PipelineRun]) -> str:
     return "\n".join(lines)
 
 
+@dataclasses.dataclass(frozen=True)
+class GrainSettings(results_io.Record):
+    """The command's settings (its flags)."""
+
+    repeats: int
+    small_elements: int
+    large_elements: int
+    steps: int
+    read_seconds: float
+    step_seconds: float
+    batch_size: int
+    max_factor: float
+
+
+@dataclasses.dataclass(frozen=True)
+class GrainResults(results_io.Record):
+    stages: tuple[StageRun, ...]
+    pipelines: tuple[PipelineRun, ...]
+
+
 def document_table(document: dict) -> str:
     """Both tables from a results document (``python -m benchmarks.readme_tables``)."""
-    results, settings = document["results"], document["settings"]
-    stages = [StageRun.from_record(r) for r in results["stages"]]
-    pipelines = [PipelineRun.from_record(r) for r in results["pipelines"]]
-    return (stage_table(stages) + "\n\n" + pipeline_table(pipelines)
-            + f"\n\n_The pipeline: {settings['read_seconds'] * 1000:g} ms an example, batches of "
-              f"{settings['batch_size']}, a step of {settings['step_seconds'] * 1000:g} ms (R = "
-              f"{settings['read_seconds'] * settings['batch_size'] / settings['step_seconds']:g}). Medians and ranges "
-              f"over {settings['repeats']} repeats; from `benchmarks/results/grain_echo.json`: `{document['command']}`._")
+    settings, results = results_io.typed(document, GrainSettings, GrainResults)
+    return (stage_table(list(results.stages)) + "\n\n" + pipeline_table(list(results.pipelines))
+            + f"\n\n_The pipeline: {settings.read_seconds * 1000:g} ms an example, batches of "
+              f"{settings.batch_size}, a step of {settings.step_seconds * 1000:g} ms (R = "
+              f"{settings.read_seconds * settings.batch_size / settings.step_seconds:g}). Medians and ranges "
+              f"over {settings.repeats} repeats._")
 
 
 def main(argv=None) -> None:
@@ -223,9 +241,9 @@ def main(argv=None) -> None:
         print(f"repeat {repeat + 1} of {args.repeats} done", flush=True)
     print(stage_table(stages))
     print(pipeline_table(pipelines))
-    settings = {k: v for k, v in vars(args).items() if k != "output_dir"}
-    path = results_io.write_results("grain_echo", settings, {
-        "stages": [r.record() for r in stages], "pipelines": [r.record() for r in pipelines]}, args.output_dir)
+    settings = GrainSettings(**{k: v for k, v in vars(args).items() if k != "output_dir"})
+    path = results_io.write_results("grain_echo", settings.record(),
+                                    GrainResults(tuple(stages), tuple(pipelines)).record(), args.output_dir)
     print(f"results: {path}")
 
 

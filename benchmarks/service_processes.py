@@ -43,7 +43,7 @@ AUTO = "auto"  # The factor column of the controller's runs.
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
+class Settings(results_io.Record):
     """The benchmark's settings (every field has the default the committed run used)."""
 
     worker_counts: tuple[int, ...] = (1, 2, 4)
@@ -176,16 +176,22 @@ def recovery(settings: Settings, repeat: int) -> RecoveryRun:
         cluster.close()
 
 
+@dataclasses.dataclass(frozen=True)
+class ProcessResults(results_io.Record):
+    rates: tuple[RateRun, ...]
+    recoveries: tuple[RecoveryRun, ...]
+
+
 def summary(values) -> str:
     values = list(values)
     return f"{statistics.median(values):.3g} ({min(values):.3g}-{max(values):.3g})"
 
 
-def table(rates: list[RateRun], recoveries: list[RecoveryRun], settings: dict) -> str:
-    factors = [f"{f:g}" for f in settings["factors"]] + [AUTO]
+def table(rates: list[RateRun], recoveries: list[RecoveryRun], settings: Settings) -> str:
+    factors = [f"{f:g}" for f in settings.factors] + [AUTO]
     lines = ["| workers | " + " | ".join(f"e = {f}" if f != AUTO else "EchoController (e held)" for f in factors) + " |",
              "|---|" + "---|" * len(factors)]
-    for workers in settings["worker_counts"]:
+    for workers in settings.worker_counts:
         cells = []
         for factor in factors:
             runs = [r for r in rates if r.workers == workers and r.factor == factor]
@@ -194,13 +200,13 @@ def table(rates: list[RateRun], recoveries: list[RecoveryRun], settings: dict) -
                 cell += f" (e {summary(r.held_factor for r in runs)})"
             cells.append(cell)
         lines.append(f"| {workers} | " + " | ".join(cells) + " |")
-    own = 1 / settings["step_seconds"]
+    own = 1 / settings.step_seconds
     saved = []
     for factor in factors:
-        enough = [w for w in settings["worker_counts"]
+        enough = [w for w in settings.worker_counts
                   if statistics.median(r.steps_per_second for r in rates if r.workers == w and r.factor == factor)
                   >= 0.9 * own]
-        saved.append(f"e = {factor}: {min(enough) if enough else 'more than ' + str(max(settings['worker_counts']))}")
+        saved.append(f"e = {factor}: {min(enough) if enough else 'more than ' + str(max(settings.worker_counts))}")
     lines.append("")
     lines.append(f"Workers needed for 90% of the step's own rate ({own:g} steps/s): " + "; ".join(saved) + ".")
     if recoveries:
@@ -215,13 +221,9 @@ def table(rates: list[RateRun], recoveries: list[RecoveryRun], settings: dict) -
 
 def document_table(document: dict) -> str:
     """The tables from a results document (``python -m benchmarks.readme_tables``)."""
-    results, settings = document["results"], document["settings"]
-    rates = [RateRun.from_record(r) for r in results["rates"]]
-    recoveries = [RecoveryRun.from_record(r) for r in results["recoveries"]]
-    return (table(rates, recoveries, settings) + f"\n\n_Per-worker R = "
-            f"{settings['batch_size'] / settings['worker_rate'] / settings['step_seconds']:g}; medians and ranges over "
-            f"{settings['repeats']} repeats; from `benchmarks/results/service_processes.json`: "
-            f"`{document['command']}`._")
+    settings, results = results_io.typed(document, Settings, ProcessResults)
+    return (table(list(results.rates), list(results.recoveries), settings)
+            + f"\n\n_Per-worker R = {settings.ratio:g}; medians and ranges over {settings.repeats} repeats._")
 
 
 def main(argv=None) -> None:
@@ -245,10 +247,9 @@ def main(argv=None) -> None:
                 cluster.close()
         recoveries.append(recovery(settings, repeat))
         print(f"repeat {repeat} recovery: {recoveries[-1]}", flush=True)
-    document_settings = {**dataclasses.asdict(settings), "ratio": settings.ratio}
-    print(table(rates, recoveries, document_settings))
-    path = results_io.write_results("service_processes", document_settings, {
-        "rates": [r.record() for r in rates], "recoveries": [r.record() for r in recoveries]}, args.output_dir)
+    print(table(rates, recoveries, settings))
+    path = results_io.write_results("service_processes", {**settings.record(), "ratio": settings.ratio},
+                                    ProcessResults(tuple(rates), tuple(recoveries)).record(), args.output_dir)
     print(f"results: {path}")
 
 
