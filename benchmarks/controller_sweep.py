@@ -326,11 +326,37 @@ def pair_table(summaries: list[PairSummary]) -> str:
     return "\n".join(lines)
 
 
+@dataclasses.dataclass(frozen=True)
+class SweepSettings(results_io.Record):
+    """The sweep's settings, as its results file holds them."""
+
+    cases: int
+    pairs: int
+    first_seed: int
+    slopes: tuple[float, ...]
+    progress: float
+    grid_ratio: float
+    settle_after_change: int
+    controller: dict  # echoing.ControllerSettings, as dataclasses.asdict gives it
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepResults(results_io.Record):
+    """Every case, result and summary of the sweep, and of its two-trainer family."""
+
+    cases: tuple[Case, ...]
+    results: tuple[Result, ...]
+    summaries: tuple[Summary, ...]
+    in_step: tuple[Pair, ...]
+    in_step_results: tuple[PairResult, ...]
+    in_step_summaries: tuple[PairSummary, ...]
+
+
 def document_pair_table(document: dict) -> str:
     """The two-trainer family's table from a results document (``python -m benchmarks.readme_tables``)."""
-    summaries = [PairSummary.from_record(record) for record in document["results"]["in_step_summaries"]]
-    settings = document["settings"]
-    return pair_table(summaries) + f"\n\n_Pairs of seeds {settings['first_seed']}-{settings['first_seed'] + settings['pairs'] - 1}._"
+    settings, results = results_io.typed(document, SweepSettings, SweepResults)
+    seeds = f"{settings.first_seed}-{settings.first_seed + settings.pairs - 1}"
+    return pair_table(list(results.in_step_summaries)) + f"\n\n_Pairs of seeds {seeds}._"
 
 
 def sweep_pairs(seeds, processes: int = 2) -> tuple[list[Pair], list[PairResult]]:
@@ -390,9 +416,9 @@ def table(summaries: list[Summary]) -> str:
 
 def document_table(document: dict) -> str:
     """The summaries' table from a results document (``python -m benchmarks.readme_tables``)."""
-    summaries = [Summary.from_record(record) for record in document["results"]["summaries"]]
-    settings = document["settings"]
-    return table(summaries) + f"\n\n_Cases of seeds {settings['first_seed']}-{settings['first_seed'] + settings['cases'] - 1}._"
+    settings, results = results_io.typed(document, SweepSettings, SweepResults)
+    seeds = f"{settings.first_seed}-{settings.first_seed + settings.cases - 1}"
+    return table(list(results.summaries)) + f"\n\n_Cases of seeds {seeds}._"
 
 
 def plot(results: list[Result], path: Path) -> Path:
@@ -438,14 +464,12 @@ def main(argv=None) -> None:
     pairs, pair_results = sweep_pairs(range(args.first_seed, args.first_seed + args.pairs), args.processes)
     pair_summaries = [summarize_pairs(pair_results)]
     print(pair_table(pair_summaries))
-    settings = {"cases": args.cases, "pairs": args.pairs, "first_seed": args.first_seed, "slopes": list(SLOPES), "progress": PROGRESS,
-                "grid_ratio": GRID_RATIO, "settle_after_change": SETTLE_AFTER_CHANGE,
-                "controller": dataclasses.asdict(echoing.ControllerSettings())}
-    path = results_io.write_results("controller_sweep", settings, {
-        "cases": [c.record() for c in cases], "results": [r.record() for r in results],
-        "summaries": [s.record() for s in summaries], "in_step": [p.record() for p in pairs],
-        "in_step_results": [r.record() for r in pair_results],
-        "in_step_summaries": [s.record() for s in pair_summaries]}, args.output_dir)
+    settings = SweepSettings(cases=args.cases, pairs=args.pairs, first_seed=args.first_seed, slopes=SLOPES,
+                             progress=PROGRESS, grid_ratio=GRID_RATIO, settle_after_change=SETTLE_AFTER_CHANGE,
+                             controller=dataclasses.asdict(echoing.ControllerSettings()))
+    document = SweepResults(tuple(cases), tuple(results), tuple(summaries), tuple(pairs), tuple(pair_results),
+                            tuple(pair_summaries))
+    path = results_io.write_results("controller_sweep", settings.record(), document.record(), args.output_dir)
     print(f"results: {path}")
     print(f"plot: {plot(results, args.output_dir / 'controller_sweep.png')}")
 
