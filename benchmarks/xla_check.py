@@ -25,7 +25,7 @@ from benchmarks.lib.step_times import StepTimes, rate_between
 
 
 @dataclasses.dataclass(frozen=True)
-class XlaCheckConfig:
+class XlaCheckConfig(results_io.Record):
     """Settings of the check.
 
     Attributes:
@@ -50,7 +50,28 @@ def step_rate(task: Task, jit_compile: bool, config: XlaCheckConfig) -> float:
     return rate_between(times.times, config.warmup_steps)
 
 
-def run(config: XlaCheckConfig, output) -> dict:
+@dataclasses.dataclass(frozen=True)
+class XlaPair(results_io.Record):
+    """One repeat: steps per second with XLA off and on."""
+
+    off: float
+    on: float
+    on_over_off: float
+
+
+@dataclasses.dataclass(frozen=True)
+class XlaTask(results_io.Record):
+    """One task's pairs and their medians; ``chosen`` is whether the task's settings compile with XLA."""
+
+    repeats: tuple[XlaPair, ...]
+    off_median: float
+    on_median: float
+    on_over_off_median: float
+    on_over_off_range: tuple[float, float]
+    chosen: bool
+
+
+def run(config: XlaCheckConfig, output) -> dict[str, XlaTask]:
     results = {}
     for task in config.tasks:
         chosen = TASKS[task]
@@ -63,29 +84,31 @@ def run(config: XlaCheckConfig, output) -> dict:
             else:
                 on = step_rate(chosen, True, config)
                 off = step_rate(chosen, False, config)
-            pairs.append({"off": off, "on": on, "on_over_off": on / off})
+            pairs.append(XlaPair(off, on, on / off))
             print(f"{task} repeat {repeat}: XLA off {off:.2f}, on {on:.2f} steps/s")
-        results[task] = {
-            "repeats": pairs,
-            "off_median": statistics.median(p["off"] for p in pairs),
-            "on_median": statistics.median(p["on"] for p in pairs),
-            "on_over_off_median": statistics.median(p["on_over_off"] for p in pairs),
-            "on_over_off_range": [min(p["on_over_off"] for p in pairs), max(p["on_over_off"] for p in pairs)],
-            "chosen": TASKS[task].settings.jit_compile,
-        }
-    results_io.write_results(output.stem, dataclasses.asdict(config), results, output.parent)
-    return {"settings": dataclasses.asdict(config), "results": results}
+        ratios = [p.on_over_off for p in pairs]
+        results[task] = XlaTask(tuple(pairs), statistics.median(p.off for p in pairs),
+                                statistics.median(p.on for p in pairs), statistics.median(ratios),
+                                (min(ratios), max(ratios)), TASKS[task].settings.jit_compile)
+    results_io.write_results(output.stem, config.record(), {task: r.record() for task, r in results.items()},
+                             output.parent)
+    return results
 
 
-def table(document: dict) -> str:
+def document_table(document: dict) -> str:
+    """The table from a results document (``python -m benchmarks.readme_tables``)."""
+    return table(*results_io.typed(document, XlaCheckConfig, dict[str, XlaTask]))
+
+
+def table(config: XlaCheckConfig, results: dict[str, XlaTask]) -> str:
     """The README table: steps per second with XLA off and on, per task."""
     lines = ["| task | XLA off, steps/s | XLA on, steps/s | on / off (range) | used by time to target now |",
              "|---|---:|---:|---:|---|"]
-    for task, r in document["results"].items():
-        low, high = r["on_over_off_range"]
-        lines.append(f"| {task} | {r['off_median']:.2f} | {r['on_median']:.2f} | {r['on_over_off_median']:.2f} "
+    for task, r in results.items():
+        low, high = r.on_over_off_range
+        lines.append(f"| {task} | {r.off_median:.2f} | {r.on_median:.2f} | {r.on_over_off_median:.2f} "
                      f"({low:.2f}-{high:.2f}) | {'on' if TASKS[task].settings.jit_compile else 'off'} |")
-    return "\n".join(lines) + f"\n\nMedians over {document['settings']['repeats']} off/on pairs, one batch held in memory."
+    return "\n".join(lines) + f"\n\nMedians over {config.repeats} off/on pairs, one batch held in memory."
 
 
 def main(argv=None) -> None:
@@ -95,7 +118,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     config = XlaCheckConfig(warmup_steps=2, steps=3, repeats=1) if args.quick else XlaCheckConfig()
     output = args.output_dir / ("xla_check_quick.json" if args.quick else "xla_check.json")
-    print(table(run(config, output)))
+    print(table(config, run(config, output)))
     print(f"\nresults: {output}")
 
 

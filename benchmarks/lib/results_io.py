@@ -69,13 +69,16 @@ class Record:
 def typed(document: dict, settings: type, results: type) -> tuple:
     """A results document's settings and results as :class:`Record` s: the one place their keys are read.
 
+    ``settings`` and ``results`` are ``Record`` classes, or types of them such as
+    ``dict[str, SomeRecord]`` (results keyed by a name).
+
     >>> @dataclasses.dataclass(frozen=True)
     ... class Counts(Record):
     ...     fresh: int
     >>> typed({"settings": {"fresh": 1}, "results": {"fresh": 2}}, Counts, Counts)
     (Counts(fresh=1), Counts(fresh=2))
     """
-    return settings.from_record(document["settings"]), results.from_record(document["results"])
+    return _read(settings, document["settings"]), _read(results, document["results"])
 
 
 def _written(value):
@@ -101,6 +104,9 @@ def _read(kind, value):
     if origin is list:
         args = typing.get_args(kind)
         return [_read(args[0] if args else None, v) for v in value]
+    if origin is dict:
+        args = typing.get_args(kind)
+        return {k: _read(args[1] if args else None, v) for k, v in value.items()}
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         return kind(value)
     if isinstance(kind, type) and issubclass(kind, Record):
