@@ -17,9 +17,9 @@ regenerates the committed file).
 Example (one short repeat on the TensorFlow backend, in this interpreter):
 
 >>> from benchmarks.backends import BackendsConfig, measure
->>> record = measure(BackendsConfig(factors=(1,), warmup_steps=2, steps=5, auto_steps=0))
->>> record["backend"], [run["factor"] for run in record["fixed"]]
-('tensorflow', [1])
+>>> run = measure(BackendsConfig(factors=(1,), warmup_steps=2, steps=5, auto_steps=0))
+>>> run.backend, [fixed.factor for fixed in run.fixed], run.auto
+('tensorflow', [1], None)
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from benchmarks.lib.reporting import spread
 
 
 @dataclasses.dataclass(frozen=True)
-class BackendsConfig:
+class BackendsConfig(results_io.Record):
     """Settings of the comparison.
 
     Attributes:
@@ -65,6 +65,70 @@ class BackendsConfig:
     steps: int = 300
     auto_steps: int = 1000
     repeats: int = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedRate(results_io.Record):
+    factor: float
+    steps_per_second: float
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoRate(results_io.Record):
+    """AutoEcho's run: its rate, that over the best fixed factor's, its callback's time per step and its last factor."""
+
+    steps_per_second: float
+    over_best_fixed: float
+    callback_ms_per_step: float
+    final_factor: float
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendRun(results_io.Record):
+    """One interpreter's figures on one backend, in one repeat (``auto``: ``None`` without an AutoEcho run)."""
+
+    repeat: int
+    backend: str
+    versions: dict
+    fixed: tuple[FixedRate, ...]
+    auto: Optional[AutoRate]
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread(results_io.Record):
+    """Median and range over repeats (:func:`benchmarks.lib.reporting.spread`)."""
+
+    median: float
+    min: float
+    max: float
+    values: tuple[float, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedSummary(results_io.Record):
+    factor: float
+    steps_per_second: Spread
+    over_tensorflow: Optional[Spread]
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoSummary(results_io.Record):
+    steps_per_second: Spread
+    over_best_fixed: Spread
+    callback_ms_per_step: Spread
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendSummary(results_io.Record):
+    backend: str
+    fixed: tuple[FixedSummary, ...]
+    auto: Optional[AutoSummary]
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendsResults(results_io.Record):
+    runs: tuple[BackendRun, ...]
+    summary: tuple[BackendSummary, ...]
 
 
 def pipeline(config: BackendsConfig, factor, stats=None):
@@ -94,7 +158,7 @@ def model(config: BackendsConfig):
     return net
 
 
-def measure(config: BackendsConfig) -> dict:
+def measure(config: BackendsConfig, repeat: int = 0) -> BackendRun:
     """One interpreter's figures, on its Keras backend: steps per second at each factor, and AutoEcho's."""
     import keras
     import tensorflow as tf
@@ -107,8 +171,8 @@ def measure(config: BackendsConfig) -> dict:
         times = StepTimes()
         model(config).fit(pipeline(config, factor), steps_per_epoch=config.warmup_steps + config.steps,
                           epochs=1, verbose=0, callbacks=[times])
-        fixed.append({"factor": factor, "steps_per_second": rate_between(times.times, config.warmup_steps)})
-    record = {"backend": keras.backend.backend(), "versions": backend_versions(), "fixed": fixed}
+        fixed.append(FixedRate(factor, rate_between(times.times, config.warmup_steps)))
+    auto_rate = None
     if config.auto_steps:
         factor = tf.Variable(1.0, dtype=tf.float64)
         auto = echoing.AutoEcho(factor, max_factor=8.0, verbose=0)
@@ -124,11 +188,10 @@ def measure(config: BackendsConfig) -> dict:
         times = StepTimes()
         model(config).fit(pipeline(config, factor), steps_per_epoch=config.warmup_steps + config.auto_steps, epochs=1,
                           verbose=0, callbacks=[auto, times])
-        auto_rate = rate_between(times.times, config.warmup_steps)
-        best = max(run["steps_per_second"] for run in fixed)
-        record["auto"] = {"steps_per_second": auto_rate, "over_best_fixed": auto_rate / best,
-                          "callback_ms_per_step": 1000 * statistics.median(spent), "final_factor": float(factor.numpy())}
-    return record
+        rate = rate_between(times.times, config.warmup_steps)
+        best = max(run.steps_per_second for run in fixed)
+        auto_rate = AutoRate(rate, rate / best, 1000 * statistics.median(spent), float(factor.numpy()))
+    return BackendRun(repeat, keras.backend.backend(), backend_versions(), tuple(fixed), auto_rate)
 
 
 def backend_versions() -> dict:
@@ -141,81 +204,91 @@ def backend_versions() -> dict:
     return {"keras": keras.__version__, backend: importlib.import_module(backend).__version__}
 
 
-def run_worker(backend: str, config: BackendsConfig) -> dict:
+def run_worker(backend: str, config: BackendsConfig, repeat: int) -> BackendRun:
     """:func:`measure` in a fresh interpreter with ``KERAS_BACKEND=backend``."""
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"))
-    result = subprocess.run([sys.executable, "-m", "benchmarks.backends", "--worker", json.dumps(dataclasses.asdict(config))],
+    result = subprocess.run([sys.executable, "-m", "benchmarks.backends", "--worker", json.dumps(config.record()),
+                             "--repeat", str(repeat)],
                             env=env, capture_output=True, text=True, check=False, timeout=1800)
     if result.returncode != 0:
         raise RuntimeError(f"the {backend} worker failed:\n{result.stderr[-3000:]}")
-    record = json.loads(result.stdout.strip().splitlines()[-1])
-    if record["backend"] != backend:
-        raise RuntimeError(f"asked for the {backend} backend, the worker ran {record['backend']}")
-    return record
+    run = BackendRun.from_record(json.loads(result.stdout.strip().splitlines()[-1]))
+    if run.backend != backend:
+        raise RuntimeError(f"asked for the {backend} backend, the worker ran {run.backend}")
+    return run
 
 
-def run(config: BackendsConfig, output) -> dict:
+def run(config: BackendsConfig, output) -> BackendsResults:
     runs = []
     for repeat in range(config.repeats):
         order = config.backends if repeat % 2 == 0 else tuple(reversed(config.backends))
         for backend in order:
-            record = {"repeat": repeat, **run_worker(backend, config)}
-            runs.append(record)
+            measured = run_worker(backend, config, repeat)
+            runs.append(measured)
             print(f"repeat {repeat} {backend}: "
-                  + ", ".join(f"e={run['factor']:g} {run['steps_per_second']:.1f}" for run in record["fixed"])
-                  + (f", AutoEcho {record['auto']['steps_per_second']:.1f} steps/s" if "auto" in record else ""))
-    results = {"runs": runs, "summary": summary(runs, config)}
-    results_io.write_results(output.stem, dataclasses.asdict(config), results, output.parent)
-    return {"settings": dataclasses.asdict(config), "results": results}
+                  + ", ".join(f"e={fixed.factor:g} {fixed.steps_per_second:.1f}" for fixed in measured.fixed)
+                  + (f", AutoEcho {measured.auto.steps_per_second:.1f} steps/s" if measured.auto else ""))
+    results = BackendsResults(tuple(runs), summary(runs, config))
+    results_io.write_results(output.stem, config.record(), results.record(), output.parent)
+    return results
 
 
-def rate_at(record: dict, factor) -> float:
+def rate_at(run: BackendRun, factor) -> float:
     """A run's steps per second at a fixed factor."""
-    return next(run["steps_per_second"] for run in record["fixed"] if run["factor"] == factor)
+    return next(fixed.steps_per_second for fixed in run.fixed if fixed.factor == factor)
 
 
-def summary(runs: list[dict], config: BackendsConfig) -> list[dict]:
+def _spread(values: list) -> Optional[Spread]:
+    found = spread(values)
+    return None if found is None else Spread(found["median"], found["min"], found["max"], tuple(found["values"]))
+
+
+def summary(runs: list[BackendRun], config: BackendsConfig) -> tuple[BackendSummary, ...]:
     """One entry per backend: median and range over repeats of each rate, and of its rate over TensorFlow's in the same repeat."""
-    tensorflow = {r["repeat"]: r for r in runs if r["backend"] == "tensorflow"}
+    tensorflow = {r.repeat: r for r in runs if r.backend == "tensorflow"}
     out = []
     for backend in config.backends:
-        mine = [r for r in runs if r["backend"] == backend]
-        entry = {"backend": backend, "fixed": [
-            {"factor": f, "steps_per_second": spread([rate_at(r, f) for r in mine]),
-             "over_tensorflow": spread([rate_at(r, f) / rate_at(tensorflow[r["repeat"]], f)
-                                        for r in mine if r["repeat"] in tensorflow])}
-            for f in config.factors]}
+        mine = [r for r in runs if r.backend == backend]
+        fixed = tuple(FixedSummary(f, _spread([rate_at(r, f) for r in mine]),
+                                   _spread([rate_at(r, f) / rate_at(tensorflow[r.repeat], f)
+                                            for r in mine if r.repeat in tensorflow]))
+                      for f in config.factors)
+        auto = None
         if config.auto_steps:
-            entry["auto"] = {name: spread([r["auto"][name] for r in mine])
-                             for name in ("steps_per_second", "over_best_fixed", "callback_ms_per_step")}
-        out.append(entry)
-    return out
+            auto = AutoSummary(*(_spread([getattr(r.auto, name) for r in mine])
+                                 for name in ("steps_per_second", "over_best_fixed", "callback_ms_per_step")))
+        out.append(BackendSummary(backend, fixed, auto))
+    return tuple(out)
 
 
-def table(document: dict) -> str:
+def document_table(document: dict) -> str:
+    """The table from a results document (``python -m benchmarks.readme_tables``)."""
+    return table(*results_io.typed(document, BackendsConfig, BackendsResults))
+
+
+def table(settings: BackendsConfig, results: BackendsResults) -> str:
     """The results page's table: steps per second per backend and factor, AutoEcho's rate and cost."""
-    settings, summary_ = document["settings"], document["results"]["summary"]
-    factors = settings["factors"]
+    factors = settings.factors
 
-    def cell(value: Optional[dict], spec: str = ".1f") -> str:
-        return "–" if value is None else f"{value['median']:{spec}} ({value['min']:{spec}}-{value['max']:{spec}})"
+    def cell(value: Optional[Spread], spec: str = ".1f") -> str:
+        return "–" if value is None else f"{value.median:{spec}} ({value.min:{spec}}-{value.max:{spec}})"
 
     head = " | ".join(f"e={f:g}, steps/s" for f in factors)
     lines = [f"| backend | {head} | AutoEcho, steps/s | AutoEcho / best fixed | AutoEcho callback, ms/step |",
              "|---|" + "---:|" * (len(factors) + 3)]
-    for entry in summary_:
-        auto = entry.get("auto", {})
-        lines.append(f"| {entry['backend']} | " + " | ".join(cell(run["steps_per_second"]) for run in entry["fixed"])
-                     + f" | {cell(auto.get('steps_per_second'))} | {cell(auto.get('over_best_fixed'), '.2f')}"
-                     + f" | {cell(auto.get('callback_ms_per_step'), '.2f')} |")
-    jax = next((entry for entry in summary_ if entry["backend"] == "jax"), None)
+    for entry in results.summary:
+        auto = entry.auto
+        lines.append(f"| {entry.backend} | " + " | ".join(cell(fixed.steps_per_second) for fixed in entry.fixed)
+                     + f" | {cell(auto and auto.steps_per_second)} | {cell(auto and auto.over_best_fixed, '.2f')}"
+                     + f" | {cell(auto and auto.callback_ms_per_step, '.2f')} |")
+    jax = next((entry for entry in results.summary if entry.backend == "jax"), None)
     if jax is not None:
         lines += ["", "| JAX over TensorFlow, same repeat | " + " | ".join(f"e={f:g}" for f in factors) + " |",
                   "|---|" + "---:|" * len(factors),
-                  "| steps/s | " + " | ".join(cell(run["over_tensorflow"], ".2f") for run in jax["fixed"]) + " |"]
-    return "\n".join(lines) + (f"\n\nMedian (range) over {settings['repeats']} repeats; each backend in its own "
-                               f"interpreter, alternating. The source makes {settings['input_batches_per_second']:g} "
-                               f"fresh batches of {settings['batch_size']} per second.")
+                  "| steps/s | " + " | ".join(cell(fixed.over_tensorflow, ".2f") for fixed in jax.fixed) + " |"]
+    return "\n".join(lines) + (f"\n\nMedian (range) over {settings.repeats} repeats; each backend in its own "
+                               f"interpreter, alternating. The source makes {settings.input_batches_per_second:g} "
+                               f"fresh batches of {settings.batch_size} per second.")
 
 
 def main(argv=None) -> None:
@@ -224,18 +297,17 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=BackendsConfig.repeats)
     parser.add_argument("--quick", action="store_true", help="one repeat of a few steps (a check that it runs)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # Internal: measure in this interpreter.
+    parser.add_argument("--repeat", type=int, default=0, help=argparse.SUPPRESS)  # Internal: the worker's repeat.
     results_io.add_output_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.worker:
-        settings = json.loads(args.worker)
-        config = BackendsConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})
-        print(json.dumps(measure(config)))
+        print(json.dumps(measure(BackendsConfig.from_record(json.loads(args.worker)), args.repeat).record()))
         return
     config = BackendsConfig(backends=tuple(args.backends), repeats=args.repeats)
     if args.quick:
         config = dataclasses.replace(config, warmup_steps=2, steps=10, auto_steps=40, repeats=1)
     output = args.output_dir / ("backends_quick.json" if args.quick else "backends.json")
-    print(table(run(config, output)))
+    print(table(config, run(config, output)))
     print(f"\nresults: {output}")
 
 

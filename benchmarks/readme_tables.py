@@ -46,7 +46,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "controller_in_step": controller_sweep.document_pair_table,
     "grain_echo": grain_echo.document_table,
     "xla_check": xla_check.document_table,
-    "backends": backends.table,
+    "backends": backends.document_table,
     "service": service.document_table,
     "service_processes": service_processes.document_table,
 }

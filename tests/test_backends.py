@@ -45,11 +45,14 @@ def test_the_backends_benchmark_runs_small_end_to_end(tmp_path):
     from benchmarks import backends
 
     config = backends.BackendsConfig(factors=(1, 2), warmup_steps=2, steps=5, auto_steps=30, repeats=1)
-    document = backends.run(config, tmp_path / "backends.json")
-    runs = document["results"]["runs"]
-    assert [r["backend"] for r in runs] == ["tensorflow", "jax"]
-    assert "jax" in runs[1]["versions"] and "tensorflow" in runs[0]["versions"]
-    jax = next(entry for entry in document["results"]["summary"] if entry["backend"] == "jax")
-    assert [run["factor"] for run in jax["fixed"]] == [1, 2]
-    assert all(run["over_tensorflow"]["median"] > 0 for run in jax["fixed"])
-    assert "| jax |" in backends.table(document)
+    results = backends.run(config, tmp_path / "backends.json")
+    assert [r.backend for r in results.runs] == ["tensorflow", "jax"]
+    assert "jax" in results.runs[1].versions and "tensorflow" in results.runs[0].versions
+    jax = next(entry for entry in results.summary if entry.backend == "jax")
+    assert [fixed.factor for fixed in jax.fixed] == [1, 2]
+    assert all(fixed.over_tensorflow.median > 0 for fixed in jax.fixed)
+    assert "| jax |" in backends.table(config, results)
+    # The file reads back to the same records.
+    from benchmarks.lib import results_io
+    document = results_io.read_results(tmp_path / "backends.json")
+    assert results_io.typed(document, backends.BackendsConfig, backends.BackendsResults) == (config, results)
