@@ -26,8 +26,8 @@ import tensorflow as tf
 import echoing
 from pipelines import shapes_data
 from pipelines.slow_storage import sleep_per_record, throttle
-from pipelines.staged import (AFTER_AUGMENT, AFTER_BATCH, BEFORE_AUGMENT, EchoConfig, EchoHere, PipelineConfig, Stage,
-                              echo_points, on_service, run_stages, stream_seed)
+from pipelines.staged import (AFTER_AUGMENT, AFTER_BATCH, BATCH, BEFORE_AUGMENT, PREFETCH, REPEAT, SERVICE, SHUFFLE,
+                              EchoConfig, EchoHere, PipelineConfig, Stage, echo_points, run_stages, stream_seed)
 
 TFDS_SOURCES = {"cifar10": 32, "imagenet2012": 224, "imagenette": 224}  # name -> training image size
 SOURCES = ("shapes",) + tuple(TFDS_SOURCES)
@@ -153,17 +153,16 @@ def _augment(ds: tf.data.Dataset, config: ImagePipelineConfig) -> tf.data.Datase
 
 # The training pipeline after the read, in order; its echo points are the EchoHere entries.
 TRAIN_STAGES = (
-    Stage("repeat", lambda ds, config: ds.repeat() if config.repeat else ds),
-    Stage("shuffle", lambda ds, config: ds.shuffle(config.shuffle_buffer_size, seed=config.seed,
-                                                   reshuffle_each_iteration=True)),
+    REPEAT,
+    SHUFFLE,
     Stage("decode", lambda ds, config: ds.map(decode, num_parallel_calls=_AUTOTUNE)),
-    Stage("service", lambda ds, config: on_service(ds, config.service)),
+    SERVICE,
     EchoHere(BEFORE_AUGMENT),
     Stage("augment", _augment),
     EchoHere(AFTER_AUGMENT),
-    Stage("batch", lambda ds, config: ds.batch(config.batch_size, drop_remainder=True)),
+    BATCH,
     EchoHere(AFTER_BATCH),
-    Stage("prefetch", lambda ds, config: ds.prefetch(_AUTOTUNE)),
+    PREFETCH,
 )
 ECHO_POINTS = echo_points(TRAIN_STAGES)
 

@@ -235,6 +235,15 @@ class EchoHere:
     point: EchoPoint
 
 
+# The stages every training pipeline has, shared so that each pipeline's list names them.
+REPEAT = Stage("repeat", lambda ds, config: ds.repeat() if config.repeat else ds)
+SHUFFLE = Stage("shuffle", lambda ds, config: ds.shuffle(config.shuffle_buffer_size, seed=config.seed,
+                                                         reshuffle_each_iteration=True))
+SERVICE = Stage("service", lambda ds, config: on_service(ds, config.service))
+BATCH = Stage("batch", lambda ds, config: ds.batch(config.batch_size, drop_remainder=True))
+PREFETCH = Stage("prefetch", lambda ds, config: ds.prefetch(tf.data.AUTOTUNE))
+
+
 def echo_points(stages: Sequence) -> tuple:
     """The echo points of a list of stages, in order.
 

@@ -27,8 +27,8 @@ import tensorflow as tf
 import echoing
 from pipelines import stdlib_text
 from pipelines.slow_storage import sleep_per_record, throttle
-from pipelines.staged import (AFTER_BATCH, EXAMPLE, EchoConfig, EchoHere, PipelineConfig, Stage, echo_points, on_service,
-                              run_stages)
+from pipelines.staged import (AFTER_BATCH, BATCH, EXAMPLE, PREFETCH, REPEAT, SERVICE, SHUFFLE, EchoConfig, EchoHere,
+                              PipelineConfig, Stage, echo_points, run_stages)
 SOURCES = ("stdlib", "lm1b")
 PAD_ID = 0
 END_OF_DOCUMENT_ID = 1
@@ -93,18 +93,17 @@ def pack(documents: tf.data.Dataset, sequence_length: int) -> tf.data.Dataset:
 
 # The training pipeline after the read, in order; its echo points are the EchoHere entries.
 TRAIN_STAGES = (
-    Stage("repeat", lambda ds, config: ds.repeat() if config.repeat else ds),
+    REPEAT,
     Stage("shuffle_documents", lambda ds, config: ds.shuffle(_DOCUMENT_SHUFFLE, seed=config.seed,
                                                              reshuffle_each_iteration=True)),
     Stage("tokenize", lambda ds, config: ds.map(tokenize, num_parallel_calls=_AUTOTUNE)),
     Stage("pack", lambda ds, config: pack(ds, config.sequence_length)),
-    Stage("shuffle", lambda ds, config: ds.shuffle(config.shuffle_buffer_size, seed=config.seed,
-                                                   reshuffle_each_iteration=True)),
-    Stage("service", lambda ds, config: on_service(ds, config.service)),
+    SHUFFLE,
+    SERVICE,
     EchoHere(EXAMPLE),
-    Stage("batch", lambda ds, config: ds.batch(config.batch_size, drop_remainder=True)),
+    BATCH,
     EchoHere(AFTER_BATCH),
-    Stage("prefetch", lambda ds, config: ds.prefetch(_AUTOTUNE)),
+    PREFETCH,
 )
 ECHO_POINTS = echo_points(TRAIN_STAGES)
 
