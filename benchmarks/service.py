@@ -30,38 +30,9 @@ from tensorflow.python.data.experimental.ops import testing
 
 import echoing
 from benchmarks.lib import results_io
+from benchmarks.lib.service_settings import ServiceSettings
 
 service = tf.data.experimental.service
-
-
-@dataclasses.dataclass(frozen=True)
-class ServiceBenchmarkConfig(results_io.Record):
-    """Settings of the service benchmark.
-
-    Attributes:
-      worker_counts: tf.data service workers to try.
-      factors: echo factors on the trainer (1 is no echo).
-      worker_rate: examples per second one worker's read is throttled to (it delivers
-        somewhat less: the model uses the measured rate).
-      batch_size: examples per training step.
-      step_seconds: the modelled training step.
-      warmup_seconds: time not measured after the first step (buffers filling).
-      seconds: time measured per configuration.
-      repeats: rounds over all configurations (interleaved, so that noise hits all alike).
-    """
-
-    worker_counts: tuple[int, ...] = (1, 2, 4)
-    factors: tuple[float, ...] = (1.0, 2.0, 4.0)
-    worker_rate: float = 400.0
-    batch_size: int = 32
-    step_seconds: float = 0.02
-    warmup_seconds: float = 1.0
-    seconds: float = 4.0
-    repeats: int = 3
-
-    def bound(self, workers: int, factor: float) -> float:
-        """The step rate the model predicts: the workers' reads times e, capped by the step."""
-        return min(workers * self.worker_rate * factor / self.batch_size, 1 / self.step_seconds)
 
 
 def slow_read(rate: float) -> tf.data.Dataset:
@@ -74,7 +45,7 @@ def slow_read(rate: float) -> tf.data.Dataset:
     return tf.data.Dataset.range(10**9).apply(testing.sleep(int(1e6 / rate)))
 
 
-def step_rate(target: str, factor: float, config: ServiceBenchmarkConfig, job: str) -> float:
+def step_rate(target: str, factor: float, config: ServiceSettings, job: str) -> float:
     """Steps per second of a trainer echoing by ``factor`` after ``distribute``."""
     ds = slow_read(config.worker_rate).apply(echoing.service.distribute("distributed_epoch", target, job_name=job))
     ds = ds.map(lambda i: tf.fill([16], tf.cast(i, tf.float32)))
@@ -140,7 +111,7 @@ class ServiceResults(results_io.Record):
     workers_needed: tuple[WorkersNeeded, ...]
 
 
-def run(config: ServiceBenchmarkConfig, output) -> ServiceResults:
+def run(config: ServiceSettings, output) -> ServiceResults:
     rates: dict[tuple[int, float], list[float]] = {}  # (workers, factor) -> steps/s per repeat
     for repeat in range(config.repeats):
         for workers in config.worker_counts:
@@ -175,7 +146,7 @@ def run(config: ServiceBenchmarkConfig, output) -> ServiceResults:
     return results
 
 
-def workers_needed(rows: list[WorkerRow], config: ServiceBenchmarkConfig, per_worker) -> tuple[WorkersNeeded, ...]:
+def workers_needed(rows: list[WorkerRow], config: ServiceSettings, per_worker) -> tuple[WorkersNeeded, ...]:
     """Per e, the fewest workers whose measured median reached 90% of the step's own rate."""
     target = 0.9 / config.step_seconds
     needed = []
@@ -188,10 +159,10 @@ def workers_needed(rows: list[WorkerRow], config: ServiceBenchmarkConfig, per_wo
 
 def document_table(document: dict) -> str:
     """The README table from a results document (``python -m benchmarks.readme_tables``)."""
-    return table(*results_io.typed(document, ServiceBenchmarkConfig, ServiceResults))
+    return table(*results_io.typed(document, ServiceSettings, ServiceResults))
 
 
-def table(settings: ServiceBenchmarkConfig, results: ServiceResults) -> str:
+def table(settings: ServiceSettings, results: ServiceResults) -> str:
     """The README table: steps per second by workers and e, and the workers needed per e."""
     factors = settings.factors
     lines = ["| workers | " + " | ".join(f"e={e:g} steps/s (model)" for e in factors) + " |",
@@ -220,7 +191,7 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="one short repeat (a check that it runs)")
     results_io.add_output_dir_argument(parser)
     args = parser.parse_args(argv)
-    config = ServiceBenchmarkConfig()
+    config = ServiceSettings()
     if args.quick:
         config = dataclasses.replace(config, worker_counts=(1, 2), factors=(1.0, 2.0), warmup_seconds=0.5, seconds=1.0, repeats=1)
     output = args.output_dir / ("service_quick.json" if args.quick else "service.json")

@@ -38,28 +38,20 @@ from tensorflow.python.data.experimental.ops import testing as tf_data_testing
 
 import echoing
 from benchmarks.lib import results_io
+from benchmarks.lib.service_settings import ServiceSettings
 
 AUTO = "auto"  # The factor column of the controller's runs.
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings(results_io.Record):
-    """The benchmark's settings (every field has the default the committed run used)."""
+class Settings(ServiceSettings):
+    """The shared settings, and the controller's run's length (every default is the committed run's).
 
-    worker_counts: tuple[int, ...] = (1, 2, 4)
-    factors: tuple[float, ...] = (1.0, 2.0, 4.0)
-    worker_rate: float = 400.0
-    batch_size: int = 32
-    step_seconds: float = 0.02
-    warmup_seconds: float = 1.0
-    seconds: float = 4.0
+    Attributes:
+      auto_seconds: time measured with the controller choosing e.
+    """
+
     auto_seconds: float = 12.0
-    repeats: int = 3
-
-    @property
-    def ratio(self) -> float:
-        """R per worker: the step's rate over one worker's batches a second."""
-        return self.batch_size / self.worker_rate / self.step_seconds
 
 
 @dataclasses.dataclass(frozen=True)

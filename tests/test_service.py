@@ -180,7 +180,7 @@ def test_an_iterator_over_a_distributed_dataset_cannot_be_checkpointed_as_docume
 def test_the_service_benchmark_records_a_row_per_worker_count_and_factor(tmp_path):
     from benchmarks import service as bench
 
-    config = bench.ServiceBenchmarkConfig(worker_counts=(1,), factors=(1, 2.0), warmup_seconds=0.2, seconds=0.5,
+    config = bench.ServiceSettings(worker_counts=(1,), factors=(1, 2.0), warmup_seconds=0.2, seconds=0.5,
                                           repeats=1)
     results = bench.run(config, tmp_path / "service.json")
     assert [(r.workers, r.factor) for r in results.rows] == [(1, 1), (1, 2.0)]
@@ -189,4 +189,4 @@ def test_the_service_benchmark_records_a_row_per_worker_count_and_factor(tmp_pat
     # The file reads back to the same records.
     from benchmarks.lib import results_io
     document = results_io.read_results(tmp_path / "service.json")
-    assert results_io.typed(document, bench.ServiceBenchmarkConfig, bench.ServiceResults) == (config, results)
+    assert results_io.typed(document, bench.ServiceSettings, bench.ServiceResults) == (config, results)
