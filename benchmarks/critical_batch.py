@@ -39,12 +39,13 @@ import echoing
 from benchmarks.lib import results_io
 from benchmarks.lib.step_times import StepTimes
 from benchmarks.lib.tasks import Task, TaskSettings, task_for
+from benchmarks.lib.run_records import CurvePoint
 from benchmarks.lib.training import train_to_target
 from pipelines import image
 
 
 @dataclasses.dataclass(frozen=True)
-class CriticalBatchSettings:
+class CriticalBatchSettings(results_io.Record):
     """What the experiment runs.
 
     Attributes:
@@ -65,8 +66,8 @@ class CriticalBatchSettings:
       num_train_examples: embedded training examples (``None``: the default 100k).
     """
 
-    batch_sizes: tuple = (32, 64, 128, 256, 512)
-    seeds: tuple = (0,)
+    batch_sizes: tuple[int, ...] = (32, 64, 128, 256, 512)
+    seeds: tuple[int, ...] = (0,)
     base_batch_size: int = 128
     base_learning_rate: float = 0.1
     warmup_examples: int = 6400
@@ -78,6 +79,108 @@ class CriticalBatchSettings:
     num_microbatches: int = 4
     model: dict = dataclasses.field(default_factory=lambda: {"depth": 8, "width": 16})
     num_train_examples: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseMeasure(results_io.Record):
+    """One measurement of the noise scale (:class:`echoing.NoiseScaleEstimate`'s figures) before ``step``."""
+
+    step: int
+    b_simple: float
+    b_simple_smoothed: float
+    smoothed_gradient_sq_norm: float
+    smoothed_trace_sigma: float
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchRun(results_io.Record):
+    """One batch size and seed trained to the target.
+
+    Attributes:
+      learning_rate: scaled linearly with the batch size.
+      steps, examples: to the target (``None`` if not reached).
+      seconds: training seconds to the target, or to the budget.
+      curve: every evaluation; noise_scale: every measurement of ``B_simple``.
+      b_simple_median, b_simple_final: the smoothed ``B_simple`` over the run and at its end.
+      machine: the host it ran on (stamped by the results file).
+    """
+
+    OMITTED_WHEN_NONE = ("machine",)
+
+    batch_size: int
+    seed: int
+    learning_rate: float
+    reached: bool
+    steps: Optional[int]
+    examples: Optional[int]
+    seconds: float
+    curve: tuple[CurvePoint, ...]
+    noise_scale: tuple[NoiseMeasure, ...]
+    b_simple_median: Optional[float]
+    b_simple_final: Optional[float]
+    machine: Optional[dict] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SummaryRow(results_io.Record):
+    """One batch size over its seeds: medians of steps and examples (runs that reached the target) and of ``B_simple``."""
+
+    batch_size: int
+    runs: int
+    reached: int
+    steps: Optional[float]
+    examples: Optional[float]
+    b_simple_median: Optional[float]
+    b_simple_final: Optional[float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Fit(results_io.Record):
+    """``S = S_min + E_min / B`` fitted; ``b_crit = E_min / S_min`` (``None`` unless both are positive)."""
+
+    s_min: float
+    e_min: float
+    b_crit: Optional[float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary(results_io.Record):
+    rows: tuple[SummaryRow, ...]
+    fit: Optional[Fit]
+
+
+@dataclasses.dataclass(frozen=True)
+class Overhead(results_io.Record):
+    """Seconds per step with and without :class:`echoing.NoiseScaleCallback`, medians over repeats.
+
+    ``per_repeat`` holds every repeat's, as ``{"without": [...], "with": [...]}``.
+    """
+
+    batch_size: int
+    steps_per_repeat: int
+    repeats: int
+    every_n_steps: int
+    num_microbatches: int
+    seconds_per_step_without: float
+    seconds_per_step_with: float
+    overhead: float
+    per_repeat: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentSettings(results_io.Record):
+    experiment: CriticalBatchSettings
+
+
+@dataclasses.dataclass(frozen=True)
+class CriticalBatchResults(results_io.Record):
+    """Every run, their summary, and the callback's overhead (absent until measured)."""
+
+    OMITTED_WHEN_NONE = ("overhead",)
+
+    runs: tuple[BatchRun, ...]
+    summary: Summary
+    overhead: Optional[Overhead] = None
 
 
 def task_at(settings: CriticalBatchSettings, batch_size: int) -> Task:
@@ -108,7 +211,7 @@ class NoiseScaleMeter:
     def __init__(self, every_n_steps: int, num_microbatches: int):
         self.every_n_steps, self.num_microbatches = every_n_steps, num_microbatches
         self.estimator = echoing.NoiseScaleEstimator()
-        self.measurements: list[dict] = []
+        self.measurements: list[NoiseMeasure] = []
         self._measure = None
 
     def __call__(self, model: keras.Model, step: int, batch: tuple) -> None:
@@ -119,13 +222,14 @@ class NoiseScaleMeter:
             self._measure = tf.function(lambda data: echoing.microbatch_gradient_norms(model, data, k, drop_remainder=True))
         norms = echoing.GradientNorms(*(float(value) for value in self._measure(batch)))
         estimate = self.estimator.update(norms)
-        self.measurements.append({"step": step, **{k: getattr(estimate, k) for k in _NOISE_FIELDS}})
+        self.measurements.append(NoiseMeasure(step=step, b_simple=estimate.b_simple,
+                                              b_simple_smoothed=estimate.b_simple_smoothed,
+                                              smoothed_gradient_sq_norm=estimate.smoothed_gradient_sq_norm,
+                                              smoothed_trace_sigma=estimate.smoothed_trace_sigma))
 
 
-_NOISE_FIELDS = ("b_simple", "b_simple_smoothed", "smoothed_gradient_sq_norm", "smoothed_trace_sigma")
-
-
-def train_at_batch_size(settings: CriticalBatchSettings, batch_size: int, seed: int, *, cache_dir=None, log=print) -> dict:
+def train_at_batch_size(settings: CriticalBatchSettings, batch_size: int, seed: int, *, cache_dir=None,
+                        log=print) -> BatchRun:
     """Trains to the target at one batch size with the shared loop, measuring the noise scale; returns the record.
 
     The loop and its crossing rule (the target met at two evaluations in a row) are
@@ -137,55 +241,50 @@ def train_at_batch_size(settings: CriticalBatchSettings, batch_size: int, seed: 
     trained = train_to_target(task, "none", 1.0, 0, seed=seed, cache_dir=cache_dir,
                               num_train_examples=settings.num_train_examples, before_step=meter,
                               log=lambda line: None)
-    reached = trained["reached"]
-    smoothed = [m["b_simple_smoothed"] for m in meter.measurements if not math.isnan(m["b_simple_smoothed"])]
-    seconds = trained["seconds"] if reached else trained["curve"][-1]["seconds"]
-    log(f"  B={batch_size} seed={seed}: " + (f"reached at step {trained['steps']} ({trained['fresh_examples']:,.0f} examples, "
-                                             if reached else f"not reached in {trained['curve'][-1]['step']} steps (")
+    reached = trained.reached
+    smoothed = [m.b_simple_smoothed for m in meter.measurements if not math.isnan(m.b_simple_smoothed)]
+    seconds = trained.seconds if reached else trained.curve[-1].seconds
+    log(f"  B={batch_size} seed={seed}: " + (f"reached at step {trained.steps} ({trained.fresh_examples:,.0f} examples, "
+                                             if reached else f"not reached in {trained.curve[-1].step} steps (")
         + f"{seconds:.0f}s), B_simple at the end {smoothed[-1] if smoothed else float('nan'):.0f}")
-    return {
-        "batch_size": batch_size, "seed": seed, "learning_rate": task.settings.learning_rate, "reached": reached,
-        "steps": trained["steps"], "examples": round(trained["fresh_examples"]) if reached else None,
-        "seconds": seconds, "curve": trained["curve"], "noise_scale": meter.measurements,
-        "b_simple_median": statistics.median(smoothed) if smoothed else None,
-        "b_simple_final": smoothed[-1] if smoothed else None,
-    }
+    return BatchRun(batch_size=batch_size, seed=seed, learning_rate=task.settings.learning_rate, reached=reached,
+                    steps=trained.steps, examples=round(trained.fresh_examples) if reached else None, seconds=seconds,
+                    curve=trained.curve, noise_scale=tuple(meter.measurements),
+                    b_simple_median=statistics.median(smoothed) if smoothed else None,
+                    b_simple_final=smoothed[-1] if smoothed else None)
 
 
-def fit_tradeoff(batch_sizes, steps) -> dict:
-    """Least-squares fit of ``S = S_min + E_min / B``; returns ``s_min``, ``e_min`` and ``b_crit``.
+def fit_tradeoff(batch_sizes, steps) -> Fit:
+    """Least-squares fit of ``S = S_min + E_min / B``.
 
     >>> fit = fit_tradeoff([32, 64, 128, 256], [100 + 6400 / b for b in (32, 64, 128, 256)])
-    >>> round(fit["s_min"], 6), round(fit["e_min"], 3), round(fit["b_crit"], 3)
+    >>> round(fit.s_min, 6), round(fit.e_min, 3), round(fit.b_crit, 3)
     (100.0, 6400.0, 64.0)
     """
     if len(batch_sizes) < 2:
         raise ValueError(f"batch_sizes: the fit needs at least 2 batch sizes that reached the target, got {list(batch_sizes)}")
     inverse = 1.0 / np.asarray(batch_sizes, dtype=float)
     e_min, s_min = np.polyfit(inverse, np.asarray(steps, dtype=float), 1)
-    return {"s_min": float(s_min), "e_min": float(e_min),
-            "b_crit": float(e_min / s_min) if s_min > 0 and e_min > 0 else None}
+    return Fit(s_min=float(s_min), e_min=float(e_min), b_crit=float(e_min / s_min) if s_min > 0 and e_min > 0 else None)
 
 
-def summarise(runs: list[dict]) -> dict:
+def summarise(runs: list[BatchRun]) -> Summary:
     """The fit over the medians per batch size, and the noise scale measured at each."""
     by_batch: dict = {}
     for run in runs:
-        by_batch.setdefault(run["batch_size"], []).append(run)
+        by_batch.setdefault(run.batch_size, []).append(run)
     rows = []
     for batch_size in sorted(by_batch):
         group = by_batch[batch_size]
-        done = [r for r in group if r["reached"]]
-        rows.append({
-            "batch_size": batch_size, "runs": len(group), "reached": len(done),
-            "steps": statistics.median(r["steps"] for r in done) if done else None,
-            "examples": statistics.median(r["examples"] for r in done) if done else None,
-            "b_simple_median": _median(r["b_simple_median"] for r in group),
-            "b_simple_final": _median(r["b_simple_final"] for r in group),
-        })
-    fitted = [r for r in rows if r["steps"] is not None]
-    fit = fit_tradeoff([r["batch_size"] for r in fitted], [r["steps"] for r in fitted]) if len(fitted) >= 2 else None
-    return {"rows": rows, "fit": fit}
+        done = [r for r in group if r.reached]
+        rows.append(SummaryRow(batch_size=batch_size, runs=len(group), reached=len(done),
+                               steps=statistics.median(r.steps for r in done) if done else None,
+                               examples=statistics.median(r.examples for r in done) if done else None,
+                               b_simple_median=_median(r.b_simple_median for r in group),
+                               b_simple_final=_median(r.b_simple_final for r in group)))
+    fitted = [r for r in rows if r.steps is not None]
+    fit = fit_tradeoff([r.batch_size for r in fitted], [r.steps for r in fitted]) if len(fitted) >= 2 else None
+    return Summary(rows=tuple(rows), fit=fit)
 
 
 def _median(values):
@@ -194,7 +293,7 @@ def _median(values):
 
 
 def measure_overhead(settings: CriticalBatchSettings, *, batch_size: int = 128, steps: int = 100, repeats: int = 5,
-                     skip: int = 10, cache_dir=None) -> dict:
+                     skip: int = 10, cache_dir=None) -> Overhead:
     """Seconds per step with and without the callback, alternated on one model, in-memory batches."""
     task = task_at(settings, batch_size)
     keras.utils.set_random_seed(0)
@@ -204,72 +303,88 @@ def measure_overhead(settings: CriticalBatchSettings, *, batch_size: int = 128, 
     list(in_memory.take(16))  # Fill the cache before timing.
     callback = echoing.NoiseScaleCallback(every_n_steps=settings.noise_every_steps,
                                           num_microbatches=settings.num_microbatches, verbose=0)
-    per_step = {"without": [], "with": []}
+    per_step_without, per_step_with = [], []
     for repeat in range(repeats + 1):  # The first round warms up (tracing) and is not kept.
-        for name, extra in (("without", []), ("with", [callback])):
+        for kept, extra in ((per_step_without, []), (per_step_with, [callback])):
             timer = StepTimes()
             model.fit(in_memory, steps_per_epoch=steps, epochs=1, callbacks=[timer, *extra], shuffle=False, verbose=0)
             if repeat:
                 times = timer.times[skip:]
-                per_step[name].append((times[-1] - times[0]) / (len(times) - 1))
-    without, with_callback = statistics.median(per_step["without"]), statistics.median(per_step["with"])
-    return {"batch_size": batch_size, "steps_per_repeat": steps, "repeats": repeats, "every_n_steps": settings.noise_every_steps,
-            "num_microbatches": settings.num_microbatches, "seconds_per_step_without": without,
-            "seconds_per_step_with": with_callback, "overhead": with_callback / without - 1, "per_repeat": per_step}
+                kept.append((times[-1] - times[0]) / (len(times) - 1))
+    without, with_callback = statistics.median(per_step_without), statistics.median(per_step_with)
+    per_step = {"without": per_step_without, "with": per_step_with}
+    return Overhead(batch_size=batch_size, steps_per_repeat=steps, repeats=repeats,
+                    every_n_steps=settings.noise_every_steps, num_microbatches=settings.num_microbatches,
+                    seconds_per_step_without=without, seconds_per_step_with=with_callback,
+                    overhead=with_callback / without - 1, per_repeat=per_step)
 
 
-def run(settings: CriticalBatchSettings, output: Path, *, overhead: bool = True, cache_dir=None, log=print) -> dict:
+def run(settings: CriticalBatchSettings, output: Path, *, overhead: bool = True, cache_dir=None,
+        log=print) -> CriticalBatchResults:
     """Runs every batch size and seed not already in ``output``, then the overhead; returns the results.
 
     Each run is written as it ends (:class:`benchmarks.lib.results_io.ResultsFile`), so an
     interrupted sweep resumes where it stopped.
     """
-    results = results_io.ResultsFile(output, {"experiment": dataclasses.asdict(settings)}, key=_run_key)
+    results = results_io.ResultsFile(output, ExperimentSettings(settings).record(), key=_run_key)
+
+    def runs() -> list[BatchRun]:
+        return [BatchRun.from_record(record) for record in results.runs]
+
     for seed in settings.seeds:
         for batch_size in settings.batch_sizes:
-            if results.done(_run_key({"batch_size": batch_size, "seed": seed})):
+            if results.done((batch_size, seed)):
                 continue
             log(f"B={batch_size} seed={seed} (learning rate {task_at(settings, batch_size).settings.learning_rate:g})")
-            results.add(train_at_batch_size(settings, batch_size, seed, cache_dir=cache_dir, log=log))
-            results.save_extra("summary", summarise(results.runs))
-    if overhead and "overhead" not in results.extra:
-        measured = measure_overhead(settings, cache_dir=cache_dir)
+            results.add(train_at_batch_size(settings, batch_size, seed, cache_dir=cache_dir, log=log).record())
+            results.save_extra("summary", summarise(runs()).record())
+    measured = results.extra.get("overhead")
+    if overhead and measured is None:
+        measured = measure_overhead(settings, cache_dir=cache_dir).record()
         results.save_extra("overhead", measured)
-        log(f"callback overhead at every {settings.noise_every_steps} steps: {measured['overhead']:+.1%}")
-    results.save_extra("summary", summarise(results.runs))
-    return {"runs": results.runs, **results.extra}
+        log(f"callback overhead at every {settings.noise_every_steps} steps: {Overhead.from_record(measured).overhead:+.1%}")
+    summary = summarise(runs())
+    results.save_extra("summary", summary.record())
+    return CriticalBatchResults(runs=tuple(runs()), summary=summary,
+                                overhead=Overhead.from_record(measured) if measured is not None else None)
 
 
 def _run_key(record: dict) -> tuple[int, int]:
-    return record["batch_size"], record["seed"]
+    run = BatchRun.from_record(record)
+    return run.batch_size, run.seed
+
+
+def typed(document: dict) -> tuple[ExperimentSettings, CriticalBatchResults]:
+    """A critical-batch results document's settings and results."""
+    return results_io.typed(document, ExperimentSettings, CriticalBatchResults)
 
 
 def table(document: dict) -> str:
     """Markdown table: steps and examples to target per batch size, B_simple, and the fit."""
-    results = document["results"]
-    summary = results["summary"]
+    settings, results = typed(document)
+    summary = results.summary
 
     def fmt(value, spec):
         return "-" if value is None else format(value, spec)
 
     lines = ["| batch size | learning rate | reached | steps | examples | B_simple (median over run) | B_simple (at the end) |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
-    base = document["settings"]["experiment"]
-    for row in summary["rows"]:
-        rate = base["base_learning_rate"] * row["batch_size"] / base["base_batch_size"]
-        lines.append(f"| {row['batch_size']} | {rate:g} | {row['reached']}/{row['runs']} | {fmt(row['steps'], ',.0f')} | "
-                     f"{fmt(row['examples'], ',.0f')} | {fmt(row['b_simple_median'], ',.0f')} | {fmt(row['b_simple_final'], ',.0f')} |")
-    fit = summary["fit"]
+    base = settings.experiment
+    for row in summary.rows:
+        rate = base.base_learning_rate * row.batch_size / base.base_batch_size
+        lines.append(f"| {row.batch_size} | {rate:g} | {row.reached}/{row.runs} | {fmt(row.steps, ',.0f')} | "
+                     f"{fmt(row.examples, ',.0f')} | {fmt(row.b_simple_median, ',.0f')} | {fmt(row.b_simple_final, ',.0f')} |")
+    fit = summary.fit
     if fit:
         lines.append("")
-        lines.append(f"Fit of `S = S_min + E_min / B`: S_min = {fit['s_min']:,.0f} steps, E_min = {fit['e_min']:,.0f} examples, "
-                     f"**B_crit = E_min / S_min = {fmt(fit['b_crit'], ',.0f')}**.")
-    if "overhead" in results:
-        o = results["overhead"]
+        lines.append(f"Fit of `S = S_min + E_min / B`: S_min = {fit.s_min:,.0f} steps, E_min = {fit.e_min:,.0f} examples, "
+                     f"**B_crit = E_min / S_min = {fmt(fit.b_crit, ',.0f')}**.")
+    if results.overhead is not None:
+        o = results.overhead
         lines.append("")
-        lines.append(f"Callback overhead at a measurement every {o['every_n_steps']} steps (k = {o['num_microbatches']}, B = "
-                     f"{o['batch_size']}): {o['seconds_per_step_without'] * 1e3:.0f} ms/step without, "
-                     f"{o['seconds_per_step_with'] * 1e3:.0f} ms/step with, **{o['overhead']:+.0%}** (medians of {o['repeats']}).")
+        lines.append(f"Callback overhead at a measurement every {o.every_n_steps} steps (k = {o.num_microbatches}, B = "
+                     f"{o.batch_size}): {o.seconds_per_step_without * 1e3:.0f} ms/step without, "
+                     f"{o.seconds_per_step_with * 1e3:.0f} ms/step with, **{o.overhead:+.0%}** (medians of {o.repeats}).")
     return "\n".join(lines)
 
 
@@ -281,18 +396,18 @@ def plot(results_path: Path) -> Path:
     import matplotlib.pyplot as plt
     import matplotlib.ticker  # noqa: F401 (matplotlib.ticker below)
 
-    results = results_io.read_results(results_path)["results"]
-    summary = results["summary"]
+    _, results = typed(results_io.read_results(results_path))
+    summary = results.summary
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    rows = [r for r in summary["rows"] if r["steps"] is not None]
-    left.scatter([r["examples"] for r in rows], [r["steps"] for r in rows], color="C0", zorder=3)
+    rows = [r for r in summary.rows if r.steps is not None]
+    left.scatter([r.examples for r in rows], [r.steps for r in rows], color="C0", zorder=3)
     for r in rows:
-        left.annotate(f"B={r['batch_size']}", (r["examples"], r["steps"]), textcoords="offset points", xytext=(5, 4), fontsize=8)
-    fit = summary["fit"]
-    if fit and fit["b_crit"]:
-        batch = np.geomspace(min(r["batch_size"] for r in rows) / 4, max(r["batch_size"] for r in rows) * 4, 200)
-        left.plot(fit["e_min"] * (1 + batch / fit["b_crit"]), fit["s_min"] * (1 + fit["b_crit"] / batch), color="C1",
-                  label=f"fit: S_min={fit['s_min']:,.0f}, E_min={fit['e_min']:,.0f}, B_crit={fit['b_crit']:,.0f}")
+        left.annotate(f"B={r.batch_size}", (r.examples, r.steps), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    fit = summary.fit
+    if fit and fit.b_crit:
+        batch = np.geomspace(min(r.batch_size for r in rows) / 4, max(r.batch_size for r in rows) * 4, 200)
+        left.plot(fit.e_min * (1 + batch / fit.b_crit), fit.s_min * (1 + fit.b_crit / batch), color="C1",
+                  label=f"fit: S_min={fit.s_min:,.0f}, E_min={fit.e_min:,.0f}, B_crit={fit.b_crit:,.0f}")
         left.legend(fontsize=8)
     left.set(xscale="log", yscale="log", xlabel="examples to target (E)", ylabel="steps to target (S)",
              title="Steps vs examples to target")
@@ -301,13 +416,13 @@ def plot(results_path: Path) -> Path:
         axis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # Minor log labels overlap.
     left.xaxis.set_major_formatter(thousands)
     left.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
-    for index, run in enumerate(sorted(results["runs"], key=lambda r: (r["batch_size"], r["seed"]))):
-        points = [(m["step"] * run["batch_size"], m["b_simple_smoothed"]) for m in run["noise_scale"]
-                  if m["b_simple_smoothed"] is not None and not math.isnan(m["b_simple_smoothed"])]
+    for index, run in enumerate(sorted(results.runs, key=lambda r: (r.batch_size, r.seed))):
+        points = [(m.step * run.batch_size, m.b_simple_smoothed) for m in run.noise_scale
+                  if m.b_simple_smoothed is not None and not math.isnan(m.b_simple_smoothed)]
         if points:
-            right.plot(*zip(*points), color=f"C{index % 10}", label=f"B={run['batch_size']} seed={run['seed']}")
-    if fit and fit["b_crit"]:
-        right.axhline(fit["b_crit"], color="k", linestyle="--", label="fitted B_crit")
+            right.plot(*zip(*points), color=f"C{index % 10}", label=f"B={run.batch_size} seed={run.seed}")
+    if fit and fit.b_crit:
+        right.axhline(fit.b_crit, color="k", linestyle="--", label="fitted B_crit")
     right.xaxis.set_major_formatter(thousands)
     right.set(yscale="log", xlabel="examples seen", ylabel="B_simple (smoothed)", title="Noise scale during training")
     right.legend(fontsize=7)

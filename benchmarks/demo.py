@@ -34,12 +34,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
-from typing import Optional
+from typing import Optional, Sequence
 
 import tensorflow as tf
 
 from echoing import EchoPoint
 from benchmarks.lib import replay, results_io
+from benchmarks.lib.run_records import CurvePoint, PipelineMeasure
 from benchmarks.lib.tasks import TASKS, Task
 from benchmarks.lib.training import train_to_target
 
@@ -128,8 +129,8 @@ class Training:
 
 
 @dataclasses.dataclass(frozen=True)
-class DemoRun:
-    """One run of the main job: its results record (``results["runs"]`` holds one per run, in order).
+class DemoRun(results_io.Record):
+    """One run of the main job: its results record (:class:`DemoResults` holds one per run, in order).
 
     Attributes:
       name: a label for the table and the plot ("baseline", "AutoEcho", "e=4"); never
@@ -143,10 +144,10 @@ class DemoRun:
       seconds: time to target on the modelled host (``None`` if not reached, or past
         AutoEcho's replay).
       realised_factor: the echo stage's steps over fresh elements in training.
-      curve: the evaluations, ``{"step", "fresh_examples", "seconds", "metric"}``.
+      curve: the evaluations (:class:`benchmarks.lib.run_records.CurvePoint`).
       step_times: the replay's clock at every step (``None`` when not timed).
 
-    >>> run = DemoRun("e=4", EchoPoint.BEFORE_AUGMENT, 4.0, None, 1024, True, 300, 9600.0, 6.5, 4.0, [])
+    >>> run = DemoRun("e=4", EchoPoint.BEFORE_AUGMENT, 4.0, None, 1024, True, 300, 9600.0, 6.5, 4.0, (), None)
     >>> DemoRun.from_record(run.record()) == run, run.is_auto_echo, run.is_baseline
     (True, False, False)
     """
@@ -161,11 +162,10 @@ class DemoRun:
     fresh_examples: Optional[float]
     seconds: Optional[float]
     realised_factor: float
-    curve: list
-    step_times: Optional[list] = None
+    curve: tuple[CurvePoint, ...]
+    step_times: Optional[tuple[float, ...]]
 
     def __post_init__(self):
-        object.__setattr__(self, "placement", EchoPoint.parse(self.placement))
         if (self.factor is None) == (self.max_factor is None):
             raise ValueError(f"factor, max_factor: a run has a fixed factor or AutoEcho's max_factor, not "
                              f"{'both' if self.factor is not None else 'neither'}; got factor={self.factor!r}, "
@@ -179,22 +179,60 @@ class DemoRun:
     def is_baseline(self) -> bool:
         return self.placement == EchoPoint.NONE
 
-    def record(self) -> dict:
-        return {**dataclasses.asdict(self), "placement": self.placement.value}
-
-    @classmethod
-    def from_record(cls, record: dict) -> "DemoRun":
-        """The run of a results record; a missing field raises naming it."""
-        names = [field.name for field in dataclasses.fields(cls)]
-        missing = [name for name in names if name not in record and name != "step_times"]
-        if missing:
-            raise KeyError(f"{missing[0]}: missing from the main job's run record (fields: {sorted(record)})")
-        return cls(**{name: record[name] for name in names if name in record})
 
 
-def runs_of(document: dict) -> list[DemoRun]:
-    """The runs of a main-job results document, in the order they ran."""
-    return [DemoRun.from_record(record) for record in document["results"]["runs"]]
+@dataclasses.dataclass(frozen=True)
+class AutoEchoChoice(results_io.Record):
+    """What AutoEcho's controller chose in the main job's replay: the first factor it held, from when, and every decision."""
+
+    held_factor: Optional[float]
+    held_from_step: Optional[int]
+    decisions: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoResults(results_io.Record):
+    """The main job's results: the pipeline measured, AutoEcho's choice, the runs, and the job's time.
+
+    Attributes:
+      pipeline: the throttled pipeline (:class:`benchmarks.lib.run_records.PipelineMeasure`).
+      auto_echo: what AutoEcho chose on the modelled host.
+      runs: every run, in the order they ran.
+      job_seconds: the whole job; data_seconds: the embedded data's reading (its
+        generation, the first time).
+    """
+
+    pipeline: PipelineMeasure
+    auto_echo: AutoEchoChoice
+    runs: tuple[DemoRun, ...]
+    job_seconds: float
+    data_seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoSettings(results_io.Record):
+    """The main job's settings as its results file holds them: the :class:`DemoConfig`, and whether ``--quick``."""
+
+    ratio: float
+    target: float
+    step_seconds: float
+    seed: int
+    budget_steps: int
+    eval_every: int
+    eval_examples: int
+    max_factor: float
+    auto_echo_steps: int
+    echo_shuffle_batches: int
+    fixed_factor: Optional[float]
+    batch_norm_momentum: float
+    num_train_examples: Optional[int]
+    model_width: int
+    quick: bool
+
+
+def typed(document: dict) -> tuple[DemoSettings, DemoResults]:
+    """A main-job results document's settings and results."""
+    return results_io.typed(document, DemoSettings, DemoResults)
 
 
 def train(config: DemoConfig, training: Training, *, quick: bool, cache_dir=None, log=print) -> dict:
@@ -204,8 +242,8 @@ def train(config: DemoConfig, training: Training, *, quick: bool, cache_dir=None
                            num_train_examples=config.num_train_examples, log=log)
 
 
-def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -> dict:
-    """Runs the main job; returns its results document's ``results``.
+def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -> DemoResults:
+    """Runs the main job; returns its results.
 
     ``quick`` trains the width-4 ResNet of ``--quick`` instead of the time-to-target one.
     """
@@ -224,20 +262,20 @@ def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -
     # benchmarks/results/demo.json), where the text pipeline's lumps need the default 200.
     pipeline = replay.measure_pipeline(task, ratio=config.ratio, step_seconds=config.step_seconds, seed=config.seed,
                                        max_factor=config.max_factor, echo_shuffle=shuffle, batches=60, **options)
-    log(f"  measured R {pipeline['measured_ratio']:.2f}; the pipeline's own CPU work at e={config.max_factor:g} is "
-        f"{pipeline['cpu_share_of_step']:.0%} of the step")
+    log(f"  measured R {pipeline.measured_ratio:.2f}; the pipeline's own CPU work at e={config.max_factor:g} is "
+        f"{pipeline.cpu_share_of_step:.0%} of the step")
 
     log("AutoEcho on the modelled host")
     factor = tf.Variable(1.0, dtype=tf.float64)
     controller = replay.auto_echo_controller(task, task.default_point, config.max_factor)
-    auto_pipeline = task.pipeline_config(task.default_point, factor, shuffle, config.seed, read_rate=pipeline["read_rate"], **options)
+    auto_pipeline = task.pipeline_config(task.default_point, factor, shuffle, config.seed, read_rate=pipeline.read_rate, **options)
     auto_timeline = replay.replay(task, auto_pipeline, steps=config.auto_echo_steps, step_seconds=config.step_seconds,
                                   controller=controller, factor=factor)
     held = next((d for d in controller.decisions if d.phase == "hold"), None)
     log(f"  {held}" if held else "  AutoEcho did not settle")
 
     trainings = [Training("baseline", EchoPoint.NONE, 1.0, 0),
-                 Training("AutoEcho", task.default_point, config.max_factor, shuffle, auto_timeline["factors"])]
+                 Training("AutoEcho", task.default_point, config.max_factor, shuffle, auto_timeline.factors)]
     if config.fixed_factor is not None:
         trainings.append(Training(f"e={config.fixed_factor:g}", task.default_point, config.fixed_factor, shuffle))
     runs = []
@@ -246,23 +284,22 @@ def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -
         trained = train(config, training, quick=quick, cache_dir=cache_dir, log=log)
         auto = training.schedule is not None
         seconds = step_times = None
-        if trained["reached"]:
+        if trained.reached:
             timeline = auto_timeline if auto else None
             if timeline is None:
-                log(f"Replaying {training.name} for its {trained['steps']} steps")
+                log(f"Replaying {training.name} for its {trained.steps} steps")
                 run_config = task.pipeline_config(training.placement, training.factor, training.echo_shuffle,
-                                                  config.seed, read_rate=pipeline["read_rate"], **options)
-                timeline = replay.replay(task, run_config, steps=trained["steps"], step_seconds=config.step_seconds)
-            if trained["steps"] <= len(timeline["seconds"]):
-                seconds, step_times = timeline["seconds"][trained["steps"] - 1], timeline["seconds"]
-        run = DemoRun(training.name, training.placement, None if auto else training.factor,
-                      training.factor if auto else None, training.echo_shuffle, trained["reached"], trained["steps"],
-                      trained["fresh_examples"], seconds, trained["realised_factor"], trained["curve"], step_times)
-        runs.append(run.record())
-    return {"pipeline": pipeline, "auto_echo": {"held_factor": held.factor if held else None,
-                                                "held_from_step": held.step if held else None,
-                                                "decisions": [str(d) for d in controller.decisions]},
-            "runs": runs, "job_seconds": time.perf_counter() - started, "data_seconds": data_seconds}
+                                                  config.seed, read_rate=pipeline.read_rate, **options)
+                timeline = replay.replay(task, run_config, steps=trained.steps, step_seconds=config.step_seconds)
+            if trained.steps <= len(timeline.seconds):
+                seconds, step_times = timeline.seconds[trained.steps - 1], timeline.seconds
+        runs.append(DemoRun(training.name, training.placement, None if auto else training.factor,
+                            training.factor if auto else None, training.echo_shuffle, trained.reached, trained.steps,
+                            trained.fresh_examples, seconds, trained.realised_factor, trained.curve, step_times))
+    choice = AutoEchoChoice(held_factor=held.factor if held else None, held_from_step=held.step if held else None,
+                            decisions=tuple(str(d) for d in controller.decisions))
+    return DemoResults(pipeline=pipeline, auto_echo=choice, runs=tuple(runs),
+                       job_seconds=time.perf_counter() - started, data_seconds=data_seconds)
 
 
 # ``--quick``: every part of the job in small, to see that it runs on a machine, not a
@@ -277,10 +314,10 @@ QUICK_TASK = TASKS["resnet"].with_settings(batch_size=16, model={"depth": 8, "wi
 
 def table(document: dict) -> str:
     """Markdown: each run's steps, fresh examples and modelled time to target, against the baseline."""
-    results = document["results"]
-    runs = runs_of(document)
+    _, results = typed(document)
+    runs = results.runs
     base = next(run for run in runs if run.is_baseline)
-    held = results["auto_echo"]["held_factor"]
+    held = results.auto_echo.held_factor
     lines = ["| run | e | steps to target | fresh examples | fresh vs baseline | time to target (s, modelled host) | speedup |",
              "|---|---|---:|---:|---:|---:|---:|"]
     for run in runs:
@@ -295,18 +332,17 @@ def table(document: dict) -> str:
         seconds = "-" if run.seconds is None else f"{run.seconds:.1f}"
         speedup = f"{base.seconds / run.seconds:.2f}x" if base.seconds and run.seconds else "-"
         lines.append(f"| {run.name} | {factor} | {run.steps:,} | {run.fresh_examples:,.0f} | {fresh} | {seconds} | {speedup} |")
-    pipeline = results["pipeline"]
+    pipeline = results.pipeline
     lines.append("")
-    lines.append(f"Read throttled for R={pipeline['ratio']:g} (measured {pipeline['measured_ratio']:.2f}) against a "
-                 f"{pipeline['step_seconds'] * 1e3:.0f} ms modelled step; one seed. {verdict(document)}")
-    if "job_seconds" in results:
-        lines.append("")
-        lines.append(f"The job took {results['job_seconds'] / 60:.1f} minutes, {results['data_seconds']:.0f} s of them "
-                     "reading the embedded data (its generation, the first time).")
+    lines.append(f"Read throttled for R={pipeline.ratio:g} (measured {pipeline.measured_ratio:.2f}) against a "
+                 f"{pipeline.step_seconds * 1e3:.0f} ms modelled step; one seed. {verdict(runs)}")
+    lines.append("")
+    lines.append(f"The job took {results.job_seconds / 60:.1f} minutes, {results.data_seconds:.0f} s of them "
+                 "reading the embedded data (its generation, the first time).")
     return "\n".join(lines)
 
 
-def verdict(document: dict) -> str:
+def verdict(runs: Sequence[DemoRun]) -> str:
     """AutoEcho's time to target against the fixed e's and the baseline's, and where it differs from the fixed e's.
 
     A time to target is (time per step) x (steps). The first is measured by the replays
@@ -314,13 +350,12 @@ def verdict(document: dict) -> str:
     between runs of one configuration, so the verdict gives both.
 
     >>> def run(name, placement, factor, max_factor, seconds, steps):
-    ...     return DemoRun(name, placement, factor, max_factor, 0, True, steps, 0.0, seconds, 1.0, []).record()
+    ...     return DemoRun(name, EchoPoint(placement), factor, max_factor, 0, True, steps, 0.0, seconds, 1.0, (), None)
     >>> runs = [run("baseline", "none", 1.0, None, 60.0, 300), run("AutoEcho", "before_augment", None, 8.0, 21.0, 210),
     ...         run("e=4", "before_augment", 4.0, None, 20.0, 200)]
-    >>> print(verdict({"results": {"runs": runs}}))
+    >>> print(verdict(runs))
     AutoEcho took 1.05x the fixed e=4 time to target and 0.35x the baseline time: its steps took 1.00x as long as e=4's (the replays) and it needed 1.05x as many (training, one seed).
     """
-    runs = runs_of(document)
     auto = next((run for run in runs if run.is_auto_echo), None)
     if auto is None or not auto.seconds:
         return "AutoEcho did not reach the target within its replay."
@@ -347,16 +382,16 @@ def plot(document: dict, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    settings, results = typed(document)
     figure, axes = plt.subplots(figsize=(5, 3.5))
-    for run in runs_of(document):
+    for run in results.runs:
         if not run.step_times:
             continue
-        points = [(run.step_times[p["step"] - 1], p["metric"]) for p in run.curve if p["step"] <= len(run.step_times)]
+        points = [(run.step_times[p.step - 1], p.metric) for p in run.curve if p.step <= len(run.step_times)]
         axes.plot(*zip(*points), "-", label=run.name)
-    target = document["settings"]["target"]
-    axes.axhline(target, color="k", linestyle=":", label=f"target {target:g}")
+    axes.axhline(settings.target, color="k", linestyle=":", label=f"target {settings.target:g}")
     axes.set(xlabel="seconds on the modelled host", ylabel="validation accuracy",
-             title=f"R={document['settings']['ratio']:g}: time to target")
+             title=f"R={settings.ratio:g}: time to target")
     axes.legend(fontsize=8)
     figure.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(figure)
@@ -394,13 +429,14 @@ def main(argv=None) -> None:
     config, args = parse_config(argv)
     results = run(config, quick=args.quick)
     name = "demo_quick" if args.quick else "demo"
-    path = results_io.write_results(name, {**dataclasses.asdict(config), "quick": args.quick}, results, args.output_dir)
+    settings = DemoSettings(**dataclasses.asdict(config), quick=args.quick)
+    path = results_io.write_results(name, settings.record(), results.record(), args.output_dir)
     document = results_io.read_results(path)
     plot(document, args.output_dir / f"{name}.png")
     print()
     print(table(document))
     print()
-    print(verdict(document))
+    print(verdict(results.runs))
     print(f"Time is that of a host whose step ({config.step_seconds * 1e3:g} ms, modelled) runs on an accelerator while "
           "this pipeline runs for real; training on this CPU shares its two cores with the pipeline and gains less.")
     print(f"results: {path}\nplot: {args.output_dir / f'{name}.png'}")

@@ -35,57 +35,17 @@ import argparse
 import dataclasses
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import numpy as np
 import tensorflow as tf
 
 import echoing
 from benchmarks.lib import replay, reporting, results_io, wallclock
+from benchmarks.lib.run_records import (MODES, AutoEchoRun, AutoEchoTimeline, PipelineMeasure, Rates, Run, RunConfig,
+                                        SampleRun, TaskSettingsRecord, TimedRun, TimeToTargetSettings, read_run)
 from benchmarks.lib.tasks import TASKS, Task
 from benchmarks.lib.training import train_to_target
-
-MODES = ("sample", "replay", "wallclock")
-
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """One run.
-
-    Attributes:
-      mode: ``"sample"``, ``"replay"`` or ``"wallclock"``.
-      task: a key of :data:`benchmarks.lib.tasks.TASKS`.
-      placement: echo point (``"none"`` for the baseline).
-      factor: the fixed echo factor; ``None`` with ``auto_echo``.
-      echo_shuffle: echo shuffle buffer size (elements of the echo stage).
-      seed: seeds data order, augmentation, echo and initial weights.
-      ratio: the R the read is throttled to (replay and wallclock modes), else ``None``.
-      auto_echo: whether an :class:`echoing.EchoController` chooses the factor.
-      max_factor: with ``auto_echo``, the largest factor the controller may set; else ``None``.
-    """
-
-    mode: str
-    task: str
-    placement: str
-    factor: Optional[float]
-    echo_shuffle: int
-    seed: int
-    ratio: Optional[float] = None
-    auto_echo: bool = False
-    max_factor: Optional[float] = None
-
-    def __post_init__(self):
-        if self.auto_echo and (self.factor is not None or self.max_factor is None):
-            raise ValueError(f"factor, max_factor: AutoEcho sets the factor up to max_factor; expected factor=None and "
-                             f"a max_factor, got factor={self.factor!r}, max_factor={self.max_factor!r}")
-        if not self.auto_echo and (self.factor is None or self.max_factor is not None):
-            raise ValueError(f"factor, max_factor: a fixed run needs a factor and no max_factor, got "
-                             f"factor={self.factor!r}, max_factor={self.max_factor!r}")
-
-    def describe(self) -> str:
-        factor = f"auto(<={self.max_factor:g})" if self.auto_echo else f"{self.factor:g}"
-        ratio = f" R={self.ratio:g}" if self.ratio is not None else ""
-        return f"{self.mode} {self.task} {self.placement} e={factor} shuffle={self.echo_shuffle}{ratio} seed={self.seed}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,7 +108,8 @@ def planned_sample_runs(plan: BenchmarkPlan, tasks: dict) -> list[RunConfig]:
     return runs
 
 
-def best_echo_shuffle(records: list, task: str, placement: str, factor: float, ratio: float, batch_size: int) -> Optional[int]:
+def best_echo_shuffle(records: list[Run], task: str, placement: str, factor: float, ratio: float,
+                      batch_size: int) -> Optional[int]:
     """The sample runs' echo shuffle with the least modelled time at R, medians over seeds.
 
     The modelled time of a run, in steps, is ``max(steps, fresh batches * R)``: the step or
@@ -156,25 +117,25 @@ def best_echo_shuffle(records: list, task: str, placement: str, factor: float, r
     """
     by_shuffle: dict = {}
     for record in records:
-        config = record["config"]
-        if (config["mode"], config["task"], config["placement"], config["factor"]) != ("sample", task, placement, factor):
+        config = record.config
+        if (config.mode, config.task, config.placement, config.factor) != ("sample", task, placement, factor):
             continue
-        if config.get("auto_echo"):
+        if config.auto_echo:
             continue
-        by_shuffle.setdefault(config["echo_shuffle"], []).append(
-            reporting.modelled_steps(record, ratio, batch_size) if record["reached"] else float("inf"))
+        by_shuffle.setdefault(config.echo_shuffle, []).append(
+            reporting.modelled_steps(record, ratio, batch_size) if record.reached else float("inf"))
     finite = {shuffle: float(np.median(times)) for shuffle, times in by_shuffle.items()}
     finite = {shuffle: t for shuffle, t in finite.items() if np.isfinite(t)}
     return min(finite, key=finite.get) if finite else None
 
 
-def find_sample(records: list, run: RunConfig) -> Optional[dict]:
+def find_sample(records: list[Run], run: RunConfig) -> Optional[SampleRun]:
     """The sample-mode record with the same task, placement, factor, shuffle and seed."""
     want = RunConfig("sample", run.task, run.placement, run.factor, run.echo_shuffle, run.seed)
-    return next((r for r in records if RunConfig(**r["config"]) == want), None)
+    return next((r for r in records if r.config == want), None)
 
 
-def planned_replay_runs(plan: BenchmarkPlan, tasks: dict, records: list) -> list[RunConfig]:
+def planned_replay_runs(plan: BenchmarkPlan, tasks: dict, records: list[Run]) -> list[RunConfig]:
     """Replays of the fixed factors with their best echo shuffle, then AutoEcho's, per seed and R."""
     runs = []
     for name in plan.tasks:
@@ -215,40 +176,41 @@ def planned_wallclock_runs(plan: BenchmarkPlan, tasks: dict) -> list[RunConfig]:
     return runs
 
 
-def run_sample(run: RunConfig, task: Task, options: dict, log) -> dict:
-    return train_to_target(task, run.placement, run.factor, run.echo_shuffle, seed=run.seed, log=log, **options)
+def run_sample(run: RunConfig, task: Task, options: dict, log) -> SampleRun:
+    trained = train_to_target(task, run.placement, run.factor, run.echo_shuffle, seed=run.seed, log=log, **options)
+    return SampleRun(config=run, target=task.settings.target, reached=trained.reached, steps=trained.steps,
+                     fresh_examples=trained.fresh_examples, seconds=trained.seconds,
+                     realised_factor=trained.realised_factor, curve=trained.curve, command=results_io.command_line())
 
 
 def run_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, options: dict,
-               log) -> Optional[dict]:
+               log) -> Optional[Run]:
     """One replay; ``None`` (skipped) when the same seed's sample run is missing."""
     of = {"task": run.task, "ratio": run.ratio, "seed": run.seed, "step_seconds": plan.step_seconds}
     label = f"{run.task} R={run.ratio:g} seed={run.seed} step={plan.step_seconds:g}s"
     echo_shuffle = echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches))
-    measured = results.measure_once("pipelines", of, lambda: replay.measure_pipeline(
+    measured = PipelineMeasure.from_record(results.measure_once("pipelines", of, lambda: replay.measure_pipeline(
         task, ratio=run.ratio, step_seconds=plan.step_seconds, seed=run.seed, max_factor=max(plan.replay_factors),
-        echo_shuffle=echo_shuffle, **options))
-    log(f"  {label}: measured R {measured['measured_ratio']:.2f}, pipeline CPU "
-        f"{measured['cpu_share_of_step']:.0%} of the step at e={max(plan.replay_factors):g}")
+        echo_shuffle=echo_shuffle, **options).record()))
+    log(f"  {label}: measured R {measured.measured_ratio:.2f}, pipeline CPU "
+        f"{measured.cpu_share_of_step:.0%} of the step at e={max(plan.replay_factors):g}")
     step = StepModel(step_seconds=plan.step_seconds, unit_seconds=plan.step_seconds)
-    return run_timed(run, task, results, measured, step, options, log, measurements_name="pipeline",
-                     train=not plan.time_only)
+    return run_timed(run, task, results, measured, step, options, log, train=not plan.time_only)
 
 
 def run_wallclock(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, options: dict,
-                  log) -> Optional[dict]:
+                  log) -> Optional[Run]:
     """The replay with a real training step on this CPU, the read throttled for R under load."""
     label = f"{run.task} R={run.ratio:g}"
     echo_shuffle = echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches))
     # Calibrated once per task and R (seed 0's data order): the rates do not depend on the seed.
-    measured = results.measure_once("rates", {"task": run.task, "ratio": run.ratio}, lambda: wallclock.calibrate(
-        task, ratio=run.ratio, seed=0, max_factor=max(plan.replay_factors), echo_shuffle=echo_shuffle, **options))
-    log(f"  {label}: read {measured['read_rate']:.0f} examples/s, R under load {measured['measured_ratio']:.2f}"
-        f" (step alone {measured['step_seconds_alone'] * 1e3:.0f} ms)")
+    measured = Rates.from_record(results.measure_once("rates", {"task": run.task, "ratio": run.ratio}, lambda: wallclock.calibrate(
+        task, ratio=run.ratio, seed=0, max_factor=max(plan.replay_factors), echo_shuffle=echo_shuffle, **options).record()))
+    log(f"  {label}: read {measured.read_rate:.0f} examples/s, R under load {measured.measured_ratio:.2f}"
+        f" (step alone {measured.step_seconds_alone * 1e3:.0f} ms)")
     step = StepModel(train_step=wallclock.warmed_up_train_step(task, run.seed, **options),
-                     unit_seconds=measured["rounds"][-1]["step_seconds_saturated"])
-    return run_timed(run, task, results, measured, step, options, log, measurements_name="rates",
-                     train=not plan.time_only)
+                     unit_seconds=measured.rounds[-1].step_seconds_saturated)
+    return run_timed(run, task, results, measured, step, options, log, train=not plan.time_only)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,81 +226,96 @@ class StepModel:
     train_step: Optional[Callable] = None
 
 
-def run_timed(run: RunConfig, task: Task, results: results_io.ResultsFile, measured: dict, step: StepModel,
-              options: dict, log, measurements_name: str, *, train: bool = True) -> Optional[dict]:
+def measured_fields(measured: Union[PipelineMeasure, Rates]) -> dict:
+    """Where a timed run keeps the pipeline it ran on: ``pipeline`` on the modelled host, ``rates`` on this CPU."""
+    return {"pipeline": measured} if isinstance(measured, PipelineMeasure) else {"rates": measured}
+
+
+def run_timed(run: RunConfig, task: Task, results: results_io.ResultsFile, measured: Union[PipelineMeasure, Rates],
+              step: StepModel, options: dict, log, *, train: bool = True) -> Optional[Run]:
     """A fixed factor timed for the steps its sample run needed; ``None`` without that run."""
     if run.auto_echo:
-        return run_auto_echo_timed(run, task, results, measured, step, options, log, measurements_name, train=train)
-    sample = find_sample(results.runs, run)
+        return run_auto_echo_timed(run, task, results, measured, step, options, log, train=train)
+    sample = find_sample(runs_of(results), run)
     if sample is None:
         log(f"  skipped: no sample run for {run.describe()}")
         return None
-    record = {"sample_steps": sample["steps"], "reached": sample["reached"], measurements_name: measured,
-              "fresh_examples": sample["fresh_examples"], "steps": sample["steps"], "seconds": None}
-    if sample["reached"]:
+    seconds = startup_seconds = seconds_in_steps = None
+    if sample.reached:
         config = task.pipeline_config(run.placement, run.factor, run.echo_shuffle, run.seed,
-                                      read_rate=measured["read_rate"], **options)
-        timeline = replay.replay(task, config, steps=sample["steps"], step_seconds=step.step_seconds,
+                                      read_rate=measured.read_rate, **options)
+        timeline = replay.replay(task, config, steps=sample.steps, step_seconds=step.step_seconds,
                                  train_step=step.train_step)
-        record.update(seconds=timeline["seconds"][-1], startup_seconds=timeline["startup_seconds"],
-                      seconds_in_steps=timeline["seconds"][-1] / step.unit_seconds)
-        log(f"  {sample['steps']} steps in {record['seconds']:.1f}s ({record['seconds_in_steps']:.0f} step times)")
-    return record
+        seconds, startup_seconds = timeline.seconds[-1], timeline.startup_seconds
+        seconds_in_steps = seconds / step.unit_seconds
+        log(f"  {sample.steps} steps in {seconds:.1f}s ({seconds_in_steps:.0f} step times)")
+    return TimedRun(config=run, target=task.settings.target, sample_steps=sample.steps, reached=sample.reached,
+                    fresh_examples=sample.fresh_examples, steps=sample.steps, seconds=seconds,
+                    startup_seconds=startup_seconds, seconds_in_steps=seconds_in_steps,
+                    command=results_io.command_line(), **measured_fields(measured))
 
 
-def auto_echo_replay_steps(task: Task, records: list, run: RunConfig) -> int:
+def runs_of(results: results_io.ResultsFile) -> list[Run]:
+    """The runs a results file holds so far, as records."""
+    return [read_run(record) for record in results.runs]
+
+
+def auto_echo_replay_steps(task: Task, records: list[Run], run: RunConfig) -> int:
     """Steps to replay AutoEcho for: 1.5x the longest fixed-factor run of the same seed to reach the target.
 
     Its training must cross within the replay to be timed; the budget caps it.
     """
-    steps = [r["steps"] for r in records if r["config"]["mode"] == "sample" and r["config"]["task"] == run.task
-             and r["config"]["seed"] == run.seed and r["reached"] and not r["config"].get("auto_echo")]
+    steps = [r.steps for r in records if r.config.mode == "sample" and r.config.task == run.task
+             and r.config.seed == run.seed and r.reached and not r.config.auto_echo]
     return min(task.settings.budget_steps, int(1.5 * max(steps))) if steps else task.settings.budget_steps
 
 
-def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsFile, measured: dict, step: StepModel,
-                        options: dict, log, measurements_name: str, *, train: bool = True) -> Optional[dict]:
+def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsFile,
+                        measured: Union[PipelineMeasure, Rates], step: StepModel, options: dict, log, *,
+                        train: bool = True) -> Optional[AutoEchoRun]:
     """AutoEcho timed on the pipeline, then its choices trained on to find the crossing.
 
     The timed replay is saved (``auto_echo_timelines`` in the results) as soon as it ends,
     so that ``train=False`` can time every run first, alone on the machine, and a later
     invocation trains on the saved timelines, which needs no clock (``None`` until then).
     """
-    def timed():
+    def timed() -> dict:
         factor = tf.Variable(1.0, dtype=tf.float64)
-        config = task.pipeline_config(run.placement, factor, run.echo_shuffle, run.seed, read_rate=measured["read_rate"],
+        config = task.pipeline_config(run.placement, factor, run.echo_shuffle, run.seed, read_rate=measured.read_rate,
                                       **options)
         controller = replay.auto_echo_controller(task, run.placement, run.max_factor)
-        timeline = replay.replay(task, config, steps=auto_echo_replay_steps(task, results.runs, run),
+        timeline = replay.replay(task, config, steps=auto_echo_replay_steps(task, runs_of(results), run),
                                  step_seconds=step.step_seconds, train_step=step.train_step, controller=controller,
                                  factor=factor)
         held = [d for d in controller.decisions if d.phase == "hold"]
-        return {**timeline, "held_factor": held[0].factor if held else None,
-                "held_from_step": held[0].step if held else None, "law": echoing.controller.LAW}
+        return AutoEchoTimeline(**timeline.record(), held_factor=held[0].factor if held else None,
+                                held_from_step=held[0].step if held else None, law=echoing.controller.LAW).record()
 
-    timeline = results.measure_once("auto_echo_timelines", dataclasses.asdict(run), timed)
-    if timeline.get("law") != echoing.controller.LAW:
+    timeline = AutoEchoTimeline.from_record(results.measure_once("auto_echo_timelines", run.record(), timed))
+    if timeline.law != echoing.controller.LAW:
         raise RuntimeError(f"{run.describe()}: the saved AutoEcho timeline was recorded with another law "
-                           f"({timeline.get('law', 'before laws were named')!r}, this one is {echoing.controller.LAW!r}); "
+                           f"({timeline.law or 'before laws were named'!r}, this one is {echoing.controller.LAW!r}); "
                            "delete it from auto_echo_timelines in the results file and time it again with --time-only, "
                            "alone")
-    log(f"  AutoEcho held e={timeline['held_factor']:.2f} from step {timeline['held_from_step']}"
-        if timeline["held_factor"] else "  AutoEcho never held a factor")
+    log(f"  AutoEcho held e={timeline.held_factor:.2f} from step {timeline.held_from_step}"
+        if timeline.held_factor else "  AutoEcho never held a factor")
     if not train:
         return None
     trained = train_to_target(task, run.placement, run.max_factor, run.echo_shuffle, seed=run.seed,
-                              factor_schedule=timeline["factors"], log=log, **options)
-    record = {**trained, measurements_name: measured, "startup_seconds": timeline["startup_seconds"],
-              "decisions": timeline["decisions"], "held_factor": timeline["held_factor"],
-              "held_from_step": timeline["held_from_step"], "final_factor": timeline["factors"][-1],
-              "mean_factor": sum(timeline["factors"]) / len(timeline["factors"]),
-              "sample_steps": trained["steps"], "sample_seconds": trained["seconds"], "seconds": None}
-    if trained["reached"] and trained["steps"] > len(timeline["seconds"]):
-        log(f"  reached at step {trained['steps']}, after the {len(timeline['seconds'])} replayed: not timed")
-    elif trained["reached"]:
-        record["seconds"] = timeline["seconds"][trained["steps"] - 1]
-        record["seconds_in_steps"] = record["seconds"] / step.unit_seconds
-    return record
+                              factor_schedule=timeline.factors, log=log, **options)
+    seconds = seconds_in_steps = None
+    if trained.reached and trained.steps > len(timeline.seconds):
+        log(f"  reached at step {trained.steps}, after the {len(timeline.seconds)} replayed: not timed")
+    elif trained.reached:
+        seconds = timeline.seconds[trained.steps - 1]
+        seconds_in_steps = seconds / step.unit_seconds
+    return AutoEchoRun(config=run, target=task.settings.target, reached=trained.reached, steps=trained.steps,
+                       fresh_examples=trained.fresh_examples, realised_factor=trained.realised_factor,
+                       curve=trained.curve, startup_seconds=timeline.startup_seconds, decisions=timeline.decisions,
+                       held_factor=timeline.held_factor, held_from_step=timeline.held_from_step,
+                       final_factor=timeline.factors[-1], mean_factor=sum(timeline.factors) / len(timeline.factors),
+                       sample_steps=trained.steps, sample_seconds=trained.seconds, seconds=seconds,
+                       seconds_in_steps=seconds_in_steps, command=results_io.command_line(), **measured_fields(measured))
 
 
 def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cache_dir=None, log=print) -> results_io.ResultsFile:
@@ -346,12 +323,13 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
 
     Sample runs come first: the replays need their steps and choose the echo shuffle from them.
     """
-    results = results_io.ResultsFile(output, {"tasks": {k: dataclasses.asdict(v.settings) for k, v in tasks.items()}},
-                                      key=lambda record: RunConfig(**record["config"]))
+    settings = TimeToTargetSettings({name: TaskSettingsRecord(**dataclasses.asdict(task.settings))
+                                     for name, task in tasks.items()})
+    results = results_io.ResultsFile(output, settings.record(), key=lambda record: read_run(record).config)
     options = dict(source=source, cache_dir=cache_dir, num_train_examples=plan.num_train_examples)
     started = time.perf_counter()
     stages = [("sample", lambda: planned_sample_runs(plan, tasks)),
-              ("replay", lambda: planned_replay_runs(plan, tasks, results.runs)),
+              ("replay", lambda: planned_replay_runs(plan, tasks, runs_of(results))),
               ("wallclock", lambda: planned_wallclock_runs(plan, tasks))]
     for mode, planned in stages:
         if mode not in plan.modes:
@@ -368,11 +346,8 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
                 record = run_replay(run, task, plan, results, options, log)
             else:
                 record = run_wallclock(run, task, plan, results, options, log)
-            if record is None:
-                continue
-            record = {"config": dataclasses.asdict(run), "target": task.settings.target, **record,
-                      "command": results_io.command_line()}
-            results.add(record)
+            if record is not None:
+                results.add(record.record())
     return results
 
 

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from benchmarks import demo
+from echoing import EchoPoint
 from benchmarks.lib import results_io
 
 @pytest.fixture(scope="module")
@@ -21,21 +22,25 @@ def document(tmp_path_factory):
     return results_io.read_results(directory / "demo_quick.json"), directory, lines
 
 
+def results_of(document):
+    return demo.typed(document)[1]
+
+
 def test_every_run_reaches_the_tiny_target_and_is_timed(document):
     document, *_ = document
-    baseline, auto, fixed = demo.runs_of(document)
+    baseline, auto, fixed = results_of(document).runs
     assert (baseline.is_baseline, auto.is_auto_echo, auto.max_factor, fixed.factor) == (True, True, 8.0, 2.0)
     for run in (baseline, auto, fixed):
         assert run.reached and run.steps == 2  # Two evaluations in a row; the first counts.
         assert run.seconds >= 2 * 0.01
     assert fixed.fresh_examples == baseline.fresh_examples / 2
-    assert document["results"]["auto_echo"]["decisions"]
+    assert results_of(document).auto_echo.decisions
 
 
 def test_a_run_record_with_a_field_missing_or_both_factors_is_refused(document):
     document, *_ = document
-    record = document["results"]["runs"][2]
-    with pytest.raises(KeyError, match="fresh_examples: missing"):
+    record = results_of(document).runs[2].record()
+    with pytest.raises(ValueError, match="DemoRun: the record has no field 'fresh_examples'"):
         demo.DemoRun.from_record({k: v for k, v in record.items() if k != "fresh_examples"})
     with pytest.raises(ValueError, match="factor, max_factor: .* not both"):
         demo.DemoRun.from_record({**record, "max_factor": 8.0})
@@ -47,9 +52,9 @@ def test_table_and_plot(document):
     assert table.splitlines()[2].startswith("| baseline | 1 | 2 | 32 | 1.00 |")
     assert "| e=2 | 2 | 2 | 16 | 0.50 |" in table
     assert "measured" in table and "one seed" in table
-    results = document["results"]
-    assert 0 < results["data_seconds"] < results["job_seconds"]
-    assert f"The job took {results['job_seconds'] / 60:.1f} minutes" in table
+    results = results_of(document)
+    assert 0 < results.data_seconds < results.job_seconds
+    assert f"The job took {results.job_seconds / 60:.1f} minutes" in table
     assert (directory / "demo_quick.png").read_bytes()[:4] == b"\x89PNG"
     assert any("measured R" in line for line in lines)
 
@@ -75,14 +80,15 @@ def test_a_fixed_factor_and_none_together_are_refused(capsys):
 
 
 def _run(name, placement, factor, max_factor, seconds, steps):
-    return demo.DemoRun(name, placement, factor, max_factor, 0, seconds is not None, steps, 0.0, seconds, 1.0, []).record()
+    return demo.DemoRun(name, EchoPoint(placement), factor, max_factor, 0, seconds is not None, steps, 0.0, seconds, 1.0,
+                        (), None)
 
 
 def test_the_verdict_says_what_it_can_compare():
     auto = _run("AutoEcho", "before_augment", None, 8.0, 10.0, 100)
-    alone = {"results": {"runs": [_run("baseline", "none", 1.0, None, None, None), auto]}}
+    alone = [_run("baseline", "none", 1.0, None, None, None), auto]
     assert "nothing to compare" in demo.verdict(alone)
-    without_fixed = {"results": {"runs": [_run("baseline", "none", 1.0, None, 40.0, 80), auto]}}
+    without_fixed = [_run("baseline", "none", 1.0, None, 40.0, 80), auto]
     assert demo.verdict(without_fixed) == "AutoEcho took 0.25x the baseline time to target."
-    missed = {"results": {"runs": [_run("AutoEcho", "before_augment", None, 8.0, None, None)]}}
+    missed = [_run("AutoEcho", "before_augment", None, 8.0, None, None)]
     assert demo.verdict(missed) == "AutoEcho did not reach the target within its replay."

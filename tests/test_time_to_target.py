@@ -8,6 +8,10 @@ import pytest
 
 from benchmarks import time_to_target as T
 from benchmarks.lib import plots, reporting, results_io
+from benchmarks.lib.reporting import Measure
+from benchmarks.lib.run_records import (AutoEchoRun, CurvePoint, MeasuredPipeline, MeasuredRates, PipelineMeasure,
+                                        PipelineOf, RateRound, Rates, RatesOf, RunConfig, SampleRun, TimedRun,
+                                        TimeToTargetResults, read_run)
 from benchmarks.lib.tasks import TASKS
 from benchmarks.lib.training import crossing, fresh_examples, scheduled_fresh_examples
 
@@ -38,23 +42,42 @@ def finished(tmp_path_factory):
     return output, plan, lines, timed_only
 
 
+def results_of(output) -> TimeToTargetResults:
+    return reporting.results_of(results_io.read_results(output))
+
+
 def records(output, mode):
-    return [r for r in json.loads(output.read_text())["results"]["runs"] if r["config"]["mode"] == mode]
+    return [r for r in results_of(output).runs if r.config.mode == mode]
+
+
+def sample(config, steps, fresh, reached=True):
+    """A sample run's record with what reports read; the rest plain."""
+    return SampleRun(config, 0.8, reached, steps, fresh, 1.0, 1.0, (), "python -m benchmarks.time_to_target")
+
+
+def timed(config, steps, seconds=None, seconds_in_steps=None, fresh=1.0):
+    return TimedRun(config, 0.8, steps, True, fresh, steps, seconds, "python -m benchmarks.time_to_target",
+                    seconds_in_steps=seconds_in_steps)
+
+
+def auto(config, steps, seconds=None, seconds_in_steps=None, held_factor=None):
+    return AutoEchoRun(config, 0.8, True, steps, 1.0, 1.0, (), 0.0, (), held_factor, None, 1.0, 1.0, steps, 1.0, seconds,
+                       "python -m benchmarks.time_to_target", seconds_in_steps=seconds_in_steps)
 
 
 def test_every_planned_sample_run_is_recorded_and_confirmed_by_a_second_evaluation(finished):
     output, plan, *_ = finished
-    recorded = collections.Counter(T.RunConfig(**r["config"]) for r in records(output, "sample"))
+    recorded = collections.Counter(r.config for r in records(output, "sample"))
     assert recorded == collections.Counter(T.planned_sample_runs(plan, TINY_TASKS))
     for record in records(output, "sample"):
-        assert record["reached"]  # The tiny targets are met at every evaluation...
-        assert record["steps"] == 2  # ...so the first of two in a row is the one at step 2,
-        assert [p["step"] for p in record["curve"]] == [2, 4]  # and training stops at the second.
+        assert record.reached  # The tiny targets are met at every evaluation...
+        assert record.steps == 2  # ...so the first of two in a row is the one at step 2,
+        assert [p.step for p in record.curve] == [2, 4]  # and training stops at the second.
 
 
 def test_no_buffer_fill_is_counted_as_fresh(finished):
     output, *_ = finished
-    runs = {(r["config"]["task"], r["config"]["placement"], r["config"]["echo_shuffle"]): r["fresh_examples"]
+    runs = {(r.config.task, r.config.placement, r.config.echo_shuffle): r.fresh_examples
             for r in records(output, "sample")}
     assert runs[("resnet", "none", 0)] == 2 * 16
     # The echo shuffle buffer (2 batches' worth: 32 examples, or 2 batches) changes nothing.
@@ -72,12 +95,12 @@ def test_echo_shuffle_buffers_are_given_in_batches_worth():
 
 def test_crossing_needs_two_evaluations_in_a_row():
     task = TASKS["resnet"].with_settings(target=0.8)
-    curve = [{"step": s, "metric": m} for s, m in [(25, 0.81), (50, 0.78), (75, 0.80), (100, 0.83)]]
-    assert crossing(curve, task)["step"] == 75  # The lucky 0.81 at step 25 alone does not count.
+    curve = [CurvePoint(s, 0.0, 0.0, m) for s, m in [(25, 0.81), (50, 0.78), (75, 0.80), (100, 0.83)]]
+    assert crossing(curve, task).step == 75  # The lucky 0.81 at step 25 alone does not count.
     assert crossing(curve[:3], task) is None
     lower = TASKS["transformer"].with_settings(target=2.5)
-    curve = [{"step": s, "metric": m} for s, m in [(50, 2.6), (100, 2.4), (150, 2.45)]]
-    assert crossing(curve, lower)["step"] == 100
+    curve = [CurvePoint(s, 0.0, 0.0, m) for s, m in [(50, 2.6), (100, 2.4), (150, 2.45)]]
+    assert crossing(curve, lower).step == 100
 
 
 def test_a_run_that_never_meets_the_target_is_not_reached(tmp_path):
@@ -85,8 +108,8 @@ def test_a_run_that_never_meets_the_target_is_not_reached(tmp_path):
     from benchmarks.lib.training import train_to_target
 
     record = train_to_target(task, "none", 1.0, 0, seed=0, num_train_examples=1000, log=lambda line: None)
-    assert not record["reached"] and record["steps"] is None and record["fresh_examples"] is None
-    assert [p["step"] for p in record["curve"]] == [2, 4]
+    assert not record.reached and record.steps is None and record.fresh_examples is None
+    assert [p.step for p in record.curve] == [2, 4]
 
 
 def test_fresh_examples_for_constant_and_scheduled_factors():
@@ -100,38 +123,38 @@ def test_fresh_examples_for_constant_and_scheduled_factors():
 
 def test_replays_time_the_sample_runs_steps_with_their_best_echo_shuffle(finished):
     output, *_ = finished
-    document = json.loads(output.read_text())
-    fixed = [r for r in records(output, "replay") if not r["config"]["auto_echo"]]
-    assert sorted((r["config"]["placement"], r["config"]["factor"]) for r in fixed) == [("before_augment", 2.0), ("none", 1.0)]
+    results = results_of(output)
+    fixed = [r for r in records(output, "replay") if not r.config.auto_echo]
+    assert sorted((r.config.placement, r.config.factor) for r in fixed) == [("before_augment", 2.0), ("none", 1.0)]
     for record in fixed:
-        sample = T.find_sample(document["results"]["runs"], T.RunConfig(**record["config"]))
-        assert record["steps"] == sample["steps"] == 2
-        assert record["seconds"] >= 2 * STEP_SECONDS and record["startup_seconds"] > 0
-    (measured,) = document["results"]["pipelines"]
-    assert measured["of"] == {"task": "resnet", "ratio": 2.0, "seed": 0, "step_seconds": STEP_SECONDS}
-    pipeline = measured["value"]
-    assert pipeline["read_rate"] == pytest.approx(16 / (2 * STEP_SECONDS))
-    assert pipeline["measured_ratio"] > 0 and pipeline["cpu_seconds_per_batch"] > 0
+        found = T.find_sample(results.runs, record.config)
+        assert record.steps == found.steps == 2
+        assert record.seconds >= 2 * STEP_SECONDS and record.startup_seconds > 0
+    (measured,) = results.pipelines
+    assert measured.of.record() == {"task": "resnet", "ratio": 2.0, "seed": 0, "step_seconds": STEP_SECONDS}
+    assert measured.value.read_rate == pytest.approx(16 / (2 * STEP_SECONDS))
+    assert measured.value.measured_ratio > 0 and measured.value.cpu_seconds_per_batch > 0
+    assert all(record.pipeline == measured.value for record in fixed)
 
 
 def test_auto_echo_is_replayed_then_trained_on_its_choices(finished):
     output, *_ = finished
-    (auto,) = [r for r in records(output, "replay") if r["config"]["auto_echo"]]
-    assert auto["config"]["factor"] is None and auto["config"]["max_factor"] == 2.0  # The largest replayed factor.
-    assert auto["decisions"] and "(open, start)" in auto["decisions"][0]
-    assert auto["reached"] and auto["steps"] == 2 and auto["seconds"] > 0
-    assert [p["step"] for p in auto["curve"]] == [2, 4]
+    (run,) = [r for r in records(output, "replay") if r.config.auto_echo]
+    assert isinstance(run, AutoEchoRun)
+    assert run.config.factor is None and run.config.max_factor == 2.0  # The largest replayed factor.
+    assert run.decisions and "(open, start)" in run.decisions[0]
+    assert run.reached and run.steps == 2 and run.seconds > 0
+    assert [p.step for p in run.curve] == [2, 4]
 
 
 def test_best_echo_shuffle_minimises_the_modelled_time():
-    def record(shuffle, seed, steps, fresh):
-        config = dataclasses.asdict(T.RunConfig("sample", "resnet", "before_augment", 4.0, shuffle, seed))
-        return {"config": config, "reached": True, "steps": steps, "fresh_examples": fresh}
+    def record(shuffle, seed, steps, fresh, reached=True):
+        return sample(RunConfig("sample", "resnet", "before_augment", 4.0, shuffle, seed), steps, fresh, reached)
 
     runs = [record(0, 0, 1000, 32000), record(0, 1, 1000, 32000), record(512, 0, 500, 16000), record(512, 1, 520, 16640)]
     # At R=4, reading 125-130 batches takes 500-520 steps; with no buffer 1,000 steps bind.
     assert T.best_echo_shuffle(runs, "resnet", "before_augment", 4.0, 4.0, 128) == 512
-    runs += [record(1024, 0, 400, 12800), {**record(1024, 1, 0, 0), "reached": False}]
+    runs += [record(1024, 0, 400, 12800), record(1024, 1, None, None, reached=False)]
     assert T.best_echo_shuffle(runs, "resnet", "before_augment", 4.0, 4.0, 128) == 512  # A seed that failed counts as infinite.
     assert T.best_echo_shuffle(runs, "resnet", "before_augment", 8.0, 4.0, 128) is None
 
@@ -156,11 +179,11 @@ def test_progress_is_shown(finished):
 
 def test_tables_and_plots_are_generated_from_the_results_file(finished):
     output, *_ = finished
-    document = results_io.read_results(output)
-    table = reporting.sample_table(document)
+    results = results_of(output)
+    table = reporting.sample_table(results)
     assert "| resnet | before_augment | 2 | 32 | 1/1 | 16 | 0.50x |" not in table  # Ratios of counts carry no x.
     assert "| resnet | before_augment | 2 | 32 | 1/1 | 16 | 0.50 | 2 | 1.00 |" in table
-    replayed = reporting.replay_table(document)
+    replayed = reporting.replay_table(results)
     assert "| resnet | 2 |" in replayed and "AutoEcho" in replayed
     written = plots.plot_all(output)
     names = sorted(path.name for path in written)
@@ -173,15 +196,14 @@ def test_tables_and_plots_are_generated_from_the_results_file(finished):
 
 def test_same_seed_ratios_and_their_spread():
     def record(placement, factor, seed, steps, fresh):
-        config = dataclasses.asdict(T.RunConfig("sample", "resnet", placement, factor, 0, seed))
-        return {"config": config, "reached": True, "steps": steps, "fresh_examples": fresh}
+        return sample(RunConfig("sample", "resnet", placement, factor, 0, seed), steps, fresh)
 
     runs = [record("none", 1.0, 0, 500, 64000), record("none", 1.0, 1, 700, 89600),
             record("before_augment", 4.0, 0, 500, 16000), record("before_augment", 4.0, 1, 500, 16000)]
-    (row,) = [r for r in reporting.sample_rows({"results": {"runs": runs}}) if r["factor"] == 4.0]
+    (row,) = [r for r in reporting.sample_rows(TimeToTargetResults(tuple(runs))) if r.config.factor == 4.0]
     # Each run against its own seed's baseline: 16000/64000 and 16000/89600, not against a pooled median.
-    assert row["fresh_examples_vs_baseline"]["values"] == [0.25, pytest.approx(0.1786, abs=1e-4)]
-    assert row["fresh_examples_vs_baseline"]["min"] == pytest.approx(16000 / 89600)
+    assert row.vs_baseline(Measure.FRESH_EXAMPLES).values == (0.25, pytest.approx(0.1786, abs=1e-4))
+    assert row.vs_baseline(Measure.FRESH_EXAMPLES).min == pytest.approx(16000 / 89600)
 
 
 def test_command_line_narrows_the_plan():
@@ -204,11 +226,11 @@ def test_command_line_refuses_bad_values(argv, capsys):
 
 def test_two_processes_filling_one_results_file_keep_each_others_records(tmp_path):
     path = tmp_path / "shared.json"
-    key = lambda record: T.RunConfig(**record["config"])  # noqa: E731
+    key = lambda record: read_run(record).config  # noqa: E731
     first, second = results_io.ResultsFile(path, {}, key=key), results_io.ResultsFile(path, {}, key=key)
 
     def record(placement):
-        return {"config": dataclasses.asdict(T.RunConfig("sample", "resnet", placement, 2.0, 0, 0)), "reached": False}
+        return sample(RunConfig("sample", "resnet", placement, 2.0, 0, 0), None, None, reached=False).record()
 
     first.add(record("before_augment"))
     second.measure_once("pipelines", {"task": "resnet", "ratio": 2.0}, lambda: {"read_rate": 1.0})
@@ -219,46 +241,46 @@ def test_two_processes_filling_one_results_file_keep_each_others_records(tmp_pat
     # Measured once: the other process's measurement is found, not measured again.
     assert first.measure_once("pipelines", {"task": "resnet", "ratio": 2.0}, lambda: pytest.fail("measured twice")) == \
         {"read_rate": 1.0}
-    document = json.loads(path.read_text())
-    assert document["schema_version"] == results_io.SCHEMA_VERSION
-    assert sorted(r["config"]["placement"] for r in document["results"]["runs"]) == ["after_augment", "after_batch", "before_augment"]
-    assert sorted((m["of"]["ratio"], m["value"]["read_rate"]) for m in document["results"]["pipelines"]) == \
-        [(2.0, 1.0), (4.0, 2.0)]
+    document = results_io.read_results(path)  # Refuses another schema.
+    runs = [read_run(r) for r in first.runs]
+    assert sorted(r.config.placement for r in runs) == ["after_augment", "after_batch", "before_augment"]
+    assert sorted((m["of"]["ratio"], m["value"]["read_rate"]) for m in first.extra["pipelines"]) == [(2.0, 1.0), (4.0, 2.0)]
     # Each record keeps the machine it ran on; the header only says who wrote last.
-    assert all(r["machine"] == results_io.machine() for r in document["results"]["runs"])
+    assert all(r.machine == results_io.machine() for r in runs) and document["machine"] == results_io.machine()
 
 
 def test_best_fixed_factor_and_auto_echo_against_it_seed_by_seed():
-    def record(factor, seed, steps_time, auto=False, steps=500):
+    def record(factor, seed, steps_time, is_auto=False, steps=500):
         placement = "none" if factor == 1 else "before_augment"
-        config = dataclasses.asdict(T.RunConfig("replay", "resnet", placement, None if auto else factor,
-                                                0 if factor == 1 else 1024, seed, 4.0, auto_echo=auto,
-                                                max_factor=factor if auto else None))
-        return {"config": config, "reached": True, "steps": steps, "fresh_examples": 1.0, "seconds": steps_time * 0.03,
-                "seconds_in_steps": steps_time, **({"held_factor": 4.4} if auto else {})}
+        config = RunConfig("replay", "resnet", placement, None if is_auto else factor, 0 if factor == 1 else 1024, seed,
+                           4.0, auto_echo=is_auto, max_factor=factor if is_auto else None)
+        if is_auto:
+            return auto(config, steps, steps_time * 0.03, steps_time, held_factor=4.4)
+        return timed(config, steps, steps_time * 0.03, steps_time)
 
     runs = [record(1.0, 0, 2000), record(1.0, 1, 1800), record(4.0, 0, 500), record(4.0, 1, 600),
-            record(8.0, 0, 700), record(8.0, 1, 500), record(8.0, 0, 550, auto=True),
-            record(8.0, 1, 660, auto=True, steps=600)]
-    (row,) = reporting.best_rows({"results": {"runs": runs}})
+            record(8.0, 0, 700), record(8.0, 1, 500), record(8.0, 0, 550, is_auto=True),
+            record(8.0, 1, 660, is_auto=True, steps=600)]
+    results = TimeToTargetResults(tuple(runs))
+    (row,) = reporting.best_rows(results)
     # e=4: speedups 4.0 and 3.0 (median 3.5); e=8: 2.86 and 3.6 (median 3.23).
-    assert row["best_factor"] == 4.0 and row["best_speedup"]["median"] == pytest.approx(3.5)
-    assert row["auto_time_vs_best"]["values"] == [1.1, 1.1]  # 550/500 and 660/600, each seed against itself.
+    assert row.best.factor == 4.0 and row.best_speedup.median == pytest.approx(3.5)
+    assert row.auto_time_vs_best.values == (1.1, 1.1)  # 550/500 and 660/600, each seed against itself.
     # Seed 1 needed 600 steps against the best's 500: its 1.1 is 1.2x the steps at 0.917x the time per step.
-    assert row["auto_steps_vs_best"]["values"] == pytest.approx([1.0, 1.2])
-    assert row["auto_time_per_step_vs_best"]["values"] == pytest.approx([1.1, 1.1 / 1.2])
-    assert "| resnet | 4 | 4 (1024) | 3.50x (3.00-4.00) | 2/2 |" in reporting.best_table({"results": {"runs": runs}})
+    assert row.auto_steps_vs_best.values == pytest.approx([1.0, 1.2])
+    assert row.auto_time_per_step_vs_best.values == pytest.approx([1.1, 1.1 / 1.2])
+    assert "| resnet | 4 | 4 (1024) | 3.50x (3.00-4.00) | 2/2 |" in reporting.best_table(results)
 
 
 def test_paired_table_sets_each_seeds_auto_echo_beside_the_same_seeds_fixed_factor_without_a_baseline():
-    def record(seed, steps, seconds, auto=False):
-        config = dataclasses.asdict(T.RunConfig("replay", "resnet", "before_augment", None if auto else 2.0, 1024, seed,
-                                                2.0, auto_echo=auto, max_factor=8.0 if auto else None))
-        return {"config": config, "reached": True, "steps": steps, "fresh_examples": 1.0, "seconds": seconds}
+    def record(seed, steps, seconds, is_auto=False):
+        config = RunConfig("replay", "resnet", "before_augment", None if is_auto else 2.0, 1024, seed, 2.0,
+                           auto_echo=is_auto, max_factor=8.0 if is_auto else None)
+        return auto(config, steps, seconds) if is_auto else timed(config, steps, seconds)
 
-    runs = [record(3, 500, 15.0), record(3, 550, 15.0, auto=True), record(4, 400, 12.0), record(4, 400, 13.2, auto=True),
-            record(5, 450, 13.5)]  # Seed 5 has no AutoEcho run: no pair.
-    table = reporting.paired_table({"results": {"runs": runs}})
+    runs = [record(3, 500, 15.0), record(3, 550, 15.0, is_auto=True), record(4, 400, 12.0),
+            record(4, 400, 13.2, is_auto=True), record(5, 450, 13.5)]  # Seed 5 has no AutoEcho run: no pair.
+    table = reporting.paired_table(TimeToTargetResults(tuple(runs)))
     # Seed 3: the same time in 1.1x the steps; seed 4: 1.1x the time per step in the same steps.
     assert "| resnet | 2 | 3 | 2 (1024) | 550 | 500 | 1.00 | 0.91 | 1.10 |" in table
     assert "| resnet | 2 | 4 | 2 (1024) | 400 | 400 | 1.10 | 1.10 | 1.00 |" in table
@@ -267,38 +289,39 @@ def test_paired_table_sets_each_seeds_auto_echo_beside_the_same_seeds_fixed_fact
 
 
 def test_wallclock_tables_take_seconds_against_the_same_seed_and_show_r_under_load():
-    def record(factor, seed, seconds, auto=False):
+    def record(factor, seed, seconds, is_auto=False):
         placement = "none" if factor == 1 else "before_augment"
-        config = dataclasses.asdict(T.RunConfig("wallclock", "resnet", placement, None if auto else factor,
-                                                0 if factor == 1 else 1024, seed, 4.0, auto_echo=auto,
-                                                max_factor=factor if auto else None))
-        return {"config": config, "reached": True, "steps": 500, "fresh_examples": 1.0, "seconds": seconds,
-                "seconds_in_steps": seconds / 0.1, **({"held_factor": 4.2} if auto else {})}
+        config = RunConfig("wallclock", "resnet", placement, None if is_auto else factor, 0 if factor == 1 else 1024,
+                           seed, 4.0, auto_echo=is_auto, max_factor=factor if is_auto else None)
+        if is_auto:
+            return auto(config, 500, seconds, seconds / 0.1, held_factor=4.2)
+        return timed(config, 500, seconds, seconds / 0.1)
 
     runs = [record(1.0, 0, 200.0), record(1.0, 1, 240.0), record(4.0, 0, 80.0), record(4.0, 1, 60.0),
-            record(8.0, 0, 88.0, auto=True), record(8.0, 1, 66.0, auto=True)]
-    document = {"results": {"runs": runs, "rates": [{"of": {"task": "resnet", "ratio": 4.0},
-                                                      "value": {"measured_ratio": 3.96}}]}}
+            record(8.0, 0, 88.0, is_auto=True), record(8.0, 1, 66.0, is_auto=True)]
+    rates = Rates(4.0, 1.0, 3.96, 0.1, 8.0, ())
+    document = TimeToTargetResults(tuple(runs), rates=(MeasuredRates(RatesOf("resnet", 4.0), rates),))
     table = reporting.wallclock_table(document)
     # Speedups 200/80 = 2.5 and 240/60 = 4.0, each seed against its own baseline; R over the
     # runs is the baseline's seconds per step over e=4's (the largest fixed e): 2.5 and 4.0.
     assert "| resnet | 4 | 3.96 | 3.25 (2.50-4.00) | 4 | 1024 | 2/2 | 70 (60-80) | 700 (600-800) | 3.25x (2.50-4.00) |" in table
     assert "AutoEcho (held 4.2 (4.2-4.2))" in table
     (row,) = reporting.best_rows(document, "wallclock")
-    assert row["best_factor"] == 4.0 and row["auto_time_vs_best"]["values"] == pytest.approx([1.1, 1.1])
+    assert row.best.factor == 4.0 and row.auto_time_vs_best.values == pytest.approx([1.1, 1.1])
     assert reporting.best_rows(document) == []  # The replay's table does not mix in real training.
 
 
 def test_replay_table_gives_r_as_measured_and_as_the_baselines_whole_run_gave_it():
     def record(factor, seed, steps, steps_time):
         placement = "none" if factor == 1 else "before_augment"
-        config = dataclasses.asdict(T.RunConfig("replay", "resnet", placement, factor, 0 if factor == 1 else 1024, seed, 4.0))
-        return {"config": config, "reached": True, "steps": steps, "fresh_examples": 1.0, "seconds_in_steps": steps_time}
+        config = RunConfig("replay", "resnet", placement, factor, 0 if factor == 1 else 1024, seed, 4.0)
+        return timed(config, steps, steps_time * 0.03, steps_time)
 
     runs = [record(1.0, 0, 500, 2000), record(1.0, 1, 400, 1800), record(4.0, 0, 600, 650), record(4.0, 1, 500, 540)]
-    pipelines = [{"of": {"task": "resnet", "ratio": 4.0, "seed": seed, "step_seconds": 0.03}, "value": {"measured_ratio": value}}
-                 for seed, value in ((0, 3.9), (1, 4.1))]
-    table = reporting.replay_table({"results": {"runs": runs, "pipelines": pipelines}})
+    pipelines = tuple(MeasuredPipeline(PipelineOf("resnet", 4.0, seed, 0.03),
+                                       PipelineMeasure(4.0, 0.03, 1.0, 0.03 * value, value, 0.001, 0.03, 8.0))
+                      for seed, value in ((0, 3.9), (1, 4.1)))
+    table = reporting.replay_table(TimeToTargetResults(tuple(runs), pipelines=pipelines))
     # Measured 3.9 and 4.1 before the runs; the baselines ran at 2000/500 = 4.0 and 1800/400 = 4.5.
     assert "| resnet | 4 | 4.00 (3.90-4.10) | 4.25 (4.00-4.50) | 1 |" in table
 
@@ -318,18 +341,18 @@ def test_calibration_corrects_the_throttle_until_r_under_load_is_the_nominal_one
 
     def fake_loaded_ratio(task, model, *, read_rate, **_):
         at_one = max(batch / read_rate, step_loaded)
-        return {"read_rate": read_rate, "step_seconds_at_e1": at_one, "step_seconds_saturated": step_loaded,
-                "measured_ratio": at_one / step_loaded}
+        return RateRound(read_rate=read_rate, step_seconds_at_e1=at_one, step_seconds_saturated=step_loaded,
+                         measured_ratio=at_one / step_loaded)
 
     monkeypatch.setattr(wallclock, "loaded_ratio", fake_loaded_ratio)
     monkeypatch.setattr(wallclock.echoing, "measure_ratio",
                         lambda *a, **k: type("M", (), {"downstream_seconds": step_alone})())
     measured = wallclock.calibrate(TINY_TASKS["resnet"], ratio=4, seed=0, max_factor=8, echo_shuffle=0, rounds=1,
                                    num_train_examples=1000, cache_dir=str(tmp_path))
-    first, last = measured["rounds"]
-    assert first["measured_ratio"] == pytest.approx(4 * step_alone / step_loaded)  # 3.2: R set from the step alone.
-    assert last["measured_ratio"] == pytest.approx(4.0) and measured["measured_ratio"] == pytest.approx(4.0)
-    assert measured["read_rate"] == pytest.approx(batch / (4 * step_loaded))
+    first, last = measured.rounds
+    assert first.measured_ratio == pytest.approx(4 * step_alone / step_loaded)  # 3.2: R set from the step alone.
+    assert last.measured_ratio == pytest.approx(4.0) and measured.measured_ratio == pytest.approx(4.0)
+    assert measured.read_rate == pytest.approx(batch / (4 * step_loaded))
 
 
 def test_calibration_needs_a_factor_above_the_nominal_r():
@@ -344,20 +367,20 @@ def test_wallclock_mode_calibrates_r_under_load_and_times_fixed_factors_and_auto
     output, plan, *_ = finished  # Its sample runs give the steps to time.
     wallclock_plan = dataclasses.replace(plan, tasks=["resnet"], modes=["wallclock"], ratios=[1.5], replay_factors=[1, 2])
     T.run_plan(wallclock_plan, output, TINY_TASKS, log=lambda line: None)
-    document = json.loads(output.read_text())
-    runs = {T.RunConfig(**r["config"]).describe(): r for r in records(output, "wallclock")}
+    results = results_of(output)
+    runs = {r.config.describe(): r for r in records(output, "wallclock")}
     assert sorted(runs) == ["wallclock resnet before_augment e=2 shuffle=32 R=1.5 seed=0",
                             "wallclock resnet before_augment e=auto(<=2) shuffle=32 R=1.5 seed=0",
                             "wallclock resnet none e=1 shuffle=0 R=1.5 seed=0"]
-    (rates,) = [m["value"] for m in document["results"]["rates"] if m["of"] == {"task": "resnet", "ratio": 1.5}]
-    assert len(rates["rounds"]) == 2 and rates["measured_ratio"] >= 1
+    (rates,) = [m.value for m in results.rates if m.of == RatesOf("resnet", 1.5)]
+    assert len(rates.rounds) == 2 and rates.measured_ratio >= 1
     for describe, record in runs.items():
-        assert record["rates"] == rates
-        assert record["seconds"] > 0 and record["seconds_in_steps"] > 0, describe
+        assert record.rates == rates
+        assert record.seconds > 0 and record.seconds_in_steps > 0, describe
     fixed = runs["wallclock resnet before_augment e=2 shuffle=32 R=1.5 seed=0"]
-    assert fixed["steps"] == fixed["sample_steps"] == 2  # The sample run's steps, timed with real steps.
-    auto = runs["wallclock resnet before_augment e=auto(<=2) shuffle=32 R=1.5 seed=0"]
-    assert auto["decisions"][0].startswith("step 0") and auto["reached"]
+    assert fixed.steps == fixed.sample_steps == 2  # The sample run's steps, timed with real steps.
+    chosen = runs["wallclock resnet before_augment e=auto(<=2) shuffle=32 R=1.5 seed=0"]
+    assert chosen.decisions[0].startswith("step 0") and chosen.reached
 
 
 def test_a_replay_takes_exactly_one_kind_of_step(tmp_path):
@@ -371,13 +394,14 @@ def test_a_replay_takes_exactly_one_kind_of_step(tmp_path):
 
 def test_runs_ratio_rejects_an_unknown_mode_by_name():
     with pytest.raises(ValueError, match="mode: expected 'replay' or 'wallclock', got 'sample'"):
-        reporting.runs_ratio({"results": {"runs": []}}, "sample")
+        reporting.runs_ratio(TimeToTargetResults(()), "sample")
 
 
 def test_shuffle_plot_draws_every_buffer_in_examples():
     # A batch echoing buffer of 8 batches holds as many examples as an example buffer of 8 x batch size.
-    spread = {"median": 1.0, "min": 1.0, "max": 1.0}
-    rows = [{"task": "resnet", "placement": placement, "factor": 2.0, "echo_shuffle": shuffle, "fresh_examples": spread}
+    spread = reporting.Spread(1.0, 1.0, 1.0, (1.0,))
+    rows = [reporting.Row(RunConfig("sample", "resnet", placement, 2.0, shuffle, 0), 1, 1,
+                          ((Measure.FRESH_EXAMPLES, spread),), ((Measure.FRESH_EXAMPLES, None),))
             for placement, shuffles in (("after_batch", (0, 8)), ("before_augment", (0, 1024))) for shuffle in shuffles]
     figure = plots._fresh_vs_shuffle("resnet", rows)
     drawn = {bars.get_label(): sorted(bars.lines[0].get_xdata()) for bars in figure.axes[0].containers}
@@ -388,11 +412,12 @@ def test_shuffle_plot_draws_every_buffer_in_examples():
 
 def test_time_only_saves_auto_echo_timelines_and_a_later_run_trains_on_them(finished):
     output, *_, timed_only = finished
-    assert not [r for r in timed_only["results"]["runs"] if r["config"].get("auto_echo")]
-    (measured,) = timed_only["results"]["auto_echo_timelines"]
-    timeline = measured["value"]
-    (auto,) = [r for r in records(output, "replay") if r["config"]["auto_echo"]]
-    assert auto["decisions"] == timeline["decisions"] and auto["seconds"] == timeline["seconds"][auto["steps"] - 1]
+    before = reporting.results_of(timed_only)
+    assert not [r for r in before.runs if r.config.auto_echo]
+    (measured,) = before.auto_echo_timelines
+    timeline = measured.value
+    (run,) = [r for r in records(output, "replay") if r.config.auto_echo]
+    assert run.decisions == timeline.decisions and run.seconds == timeline.seconds[run.steps - 1]
 
 
 def test_a_timeline_recorded_with_another_law_is_refused(finished, tmp_path):

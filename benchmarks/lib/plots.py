@@ -24,20 +24,21 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from benchmarks.lib import results_io  # noqa: E402
 from benchmarks.lib import reporting
+from benchmarks.lib.reporting import Measure
 from benchmarks.lib.tasks import TASKS  # noqa: E402
 
 
 def plot_all(results_path: Path) -> list[Path]:
     """Draws every figure the results support, next to the results file; returns their paths."""
     results_path = Path(results_path)
-    document = results_io.read_results(results_path)
-    sample, replayed = reporting.sample_rows(document), reporting.replay_rows(document)
+    results = reporting.results_of(results_io.read_results(results_path))
+    sample, replayed = reporting.sample_rows(results), reporting.replay_rows(results)
     written = []
-    for task in sorted({r["task"] for r in sample + replayed}):
+    for task in sorted({r.config.task for r in sample + replayed}):
         stem = results_path.with_name(f"{results_path.stem}_{task}")
         for draw, rows, suffix in ((_fresh_vs_factor, sample, "fresh_vs_factor"), (_time_vs_factor, replayed, "time_vs_factor"),
                                    (_fresh_vs_shuffle, sample, "fresh_vs_shuffle")):
-            figure = draw(task, [r for r in rows if r["task"] == task and r[_VALUE[suffix]] is not None])
+            figure = draw(task, [r for r in rows if r.config.task == task and r.of(_VALUE[suffix]) is not None])
             if figure is not None:
                 path = Path(f"{stem}_{suffix}.png")
                 figure.savefig(path, dpi=100, bbox_inches="tight")
@@ -46,31 +47,34 @@ def plot_all(results_path: Path) -> list[Path]:
     return written
 
 
-_VALUE = {"fresh_vs_factor": "fresh_examples", "time_vs_factor": "seconds_in_steps", "fresh_vs_shuffle": "fresh_examples"}
+_VALUE = {"fresh_vs_factor": Measure.FRESH_EXAMPLES, "time_vs_factor": Measure.SECONDS_IN_STEPS,
+          "fresh_vs_shuffle": Measure.FRESH_EXAMPLES}
 
 
 def _errorbar(axes, points, fmt, **kwargs):
     """Medians with min-max bars; ``points`` are ``(x, spread)``."""
     points = sorted(points, key=lambda p: p[0])
     xs = [x for x, _ in points]
-    medians = [v["median"] for _, v in points]
-    low = [v["median"] - v["min"] for _, v in points]
-    high = [v["max"] - v["median"] for _, v in points]
+    medians = [v.median for _, v in points]
+    low = [v.median - v.min for _, v in points]
+    high = [v.max - v.median for _, v in points]
     return axes.errorbar(xs, medians, yerr=[low, high], fmt=fmt, capsize=3, **kwargs)
 
 
 def _fresh_vs_factor(task, rows):
-    rows = [r for r in rows if not r.get("auto_echo")]
-    base = next((r for r in rows if r["placement"] == "none"), None)
+    rows = [r for r in rows if not r.config.auto_echo]
+    base = next((r for r in rows if r.config.is_baseline), None)
     if base is None or len(rows) < 2:
         return None
     figure, axes = plt.subplots(figsize=(5, 3.5))
-    factors = sorted({1.0} | {r["factor"] for r in rows})
-    axes.plot(factors, [base["fresh_examples"]["median"] / e for e in factors], "k:", label="repeated as useful as fresh")
-    for placement in sorted({r["placement"] for r in rows} - {"none"}):
-        for shuffle in sorted({r["echo_shuffle"] for r in rows if r["placement"] == placement}):
-            points = [(r["factor"], r["fresh_examples"]) for r in rows if r["placement"] == placement and r["echo_shuffle"] == shuffle]
-            _errorbar(axes, [(1.0, base["fresh_examples"])] + points, "o-", label=f"{placement}, echo shuffle {shuffle}")
+    factors = sorted({1.0} | {r.config.factor for r in rows})
+    base_fresh = base.of(Measure.FRESH_EXAMPLES)
+    axes.plot(factors, [base_fresh.median / e for e in factors], "k:", label="repeated as useful as fresh")
+    for placement in sorted({r.config.placement for r in rows} - {"none"}):
+        for shuffle in sorted({r.config.echo_shuffle for r in rows if r.config.placement == placement}):
+            points = [(r.config.factor, r.of(Measure.FRESH_EXAMPLES)) for r in rows
+                      if r.config.placement == placement and r.config.echo_shuffle == shuffle]
+            _errorbar(axes, [(1.0, base_fresh)] + points, "o-", label=f"{placement}, echo shuffle {shuffle}")
     axes.set(xlabel="echo factor e", ylabel="fresh examples to target", title=f"{task}: fresh examples to target")
     axes.legend(fontsize=7)
     return figure
@@ -80,13 +84,14 @@ def _time_vs_factor(task, rows):
     if not rows:
         return None
     figure, axes = plt.subplots(figsize=(5, 3.5))
-    for ratio in sorted({r["ratio"] for r in rows}):
-        fixed = [(r["factor"], r["seconds_in_steps"]) for r in rows if r["ratio"] == ratio and not r.get("auto_echo")]
+    for ratio in sorted({r.config.ratio for r in rows}):
+        fixed = [(r.config.factor, r.of(Measure.SECONDS_IN_STEPS)) for r in rows
+                 if r.config.ratio == ratio and not r.config.auto_echo]
         line = _errorbar(axes, fixed, "o-", label=f"R={ratio:g}")
         for r in rows:
-            if r["ratio"] == ratio and r.get("auto_echo") and r.get("held_factor"):
-                axes.plot([r["held_factor"]["median"]], [r["seconds_in_steps"]["median"]], "*", markersize=12,
-                          color=line.lines[0].get_color())
+            if r.config.ratio == ratio and r.config.auto_echo and r.of(Measure.HELD_FACTOR):
+                axes.plot([r.of(Measure.HELD_FACTOR).median], [r.of(Measure.SECONDS_IN_STEPS).median], "*",
+                          markersize=12, color=line.lines[0].get_color())
     axes.set(xlabel="echo factor e", ylabel="time to target (step times)",
              title=f"{task}: modelled accelerator (star: AutoEcho)")
     axes.legend(fontsize=8)
@@ -94,16 +99,16 @@ def _time_vs_factor(task, rows):
 
 
 def _fresh_vs_shuffle(task, rows):
-    rows = [r for r in rows if r["placement"] != "none" and not r.get("auto_echo")]
-    if len({r["echo_shuffle"] for r in rows}) < 2:
+    rows = [r for r in rows if not r.config.is_baseline and not r.config.auto_echo]
+    if len({r.config.echo_shuffle for r in rows}) < 2:
         return None
     figure, axes = plt.subplots(figsize=(5, 3.5))
-    for placement in sorted({r["placement"] for r in rows}):
+    for placement in sorted({r.config.placement for r in rows}):
         # Buffers are counted in the echo stage's elements (batches for batch echoing); drawn in examples they held.
         examples = TASKS[task].examples_per_echo_element(placement)
-        for factor in sorted({r["factor"] for r in rows if r["placement"] == placement}):
-            points = [(max(r["echo_shuffle"] * examples, 1), r["fresh_examples"]) for r in rows
-                      if r["placement"] == placement and r["factor"] == factor]
+        for factor in sorted({r.config.factor for r in rows if r.config.placement == placement}):
+            points = [(max(r.config.echo_shuffle * examples, 1), r.of(Measure.FRESH_EXAMPLES)) for r in rows
+                      if r.config.placement == placement and r.config.factor == factor]
             if len(points) > 1:
                 _errorbar(axes, points, "o-", label=f"{placement} e={factor:g}")
     axes.set_xscale("log")

@@ -38,14 +38,14 @@ def progress_slope(runs: list, task: str, placement: str, echo_shuffle: int) -> 
     """``a`` of the progress model, fitted by least squares to ``task``'s sample runs at fixed factors.
 
     Each factor's median steps to target over e = 1's is ``1 + a (e - 1)``; ``runs`` are the
-    ``runs`` of a time_to_target results document.
+    runs of a time_to_target results file (:class:`benchmarks.lib.run_records.TimeToTargetResults`).
     """
     steps = collections.defaultdict(list)
     for record in runs:
-        config = record["config"]
-        if (config["task"] == task and config["mode"] == "sample" and not config.get("auto_echo") and record["reached"]
-                and (config["factor"] == 1.0 or (config["placement"], config["echo_shuffle"]) == (placement, echo_shuffle))):
-            steps[config["factor"]].append(record["steps"])
+        config = record.config
+        if (config.task == task and config.mode == "sample" and not config.auto_echo and record.reached
+                and (config.factor == 1.0 or (config.placement, config.echo_shuffle) == (placement, echo_shuffle))):
+            steps[config.factor].append(record.steps)
     if 1.0 not in steps or len(steps) < 2:
         raise ValueError(f"task: {task!r} has no sample runs at e=1 and at another factor with placement={placement!r} "
                          f"and echo_shuffle={echo_shuffle!r} to fit the progress model on")

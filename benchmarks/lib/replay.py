@@ -30,7 +30,7 @@ Example (a few steps of a tiny pipeline):
 >>> config = task.pipeline_config("before_augment", 2.0, 0, seed=0, num_train_examples=300,
 ...                               cache_dir=tempfile.mkdtemp(), read_rate=8 / (2 * 0.01))
 >>> timeline = replay(task, config, steps=6, step_seconds=0.01)
->>> len(timeline["seconds"]), timeline["seconds"][-1] > 6 * 0.01
+>>> len(timeline.seconds), timeline.seconds[-1] > 6 * 0.01
 (6, True)
 """
 
@@ -44,12 +44,13 @@ import tensorflow as tf
 
 import echoing
 from benchmarks.lib.lifecycles import fill_unthrottled, release_in_background
+from benchmarks.lib.run_records import PipelineMeasure, Timeline
 from benchmarks.lib.tasks import Task
 
 
 def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = None,
            train_step: Optional[Callable] = None, controller: Optional[echoing.EchoController] = None,
-           factor: Optional[tf.Variable] = None) -> dict:
+           factor: Optional[tf.Variable] = None) -> Timeline:
     """Pulls ``steps`` batches from the pipeline, sleeping ``step_seconds`` for every step.
 
     Args:
@@ -65,7 +66,7 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
       factor: that variable.
 
     Returns:
-      ``seconds``: for every step, seconds from the first batch to the step's end;
+      A :class:`benchmarks.lib.run_records.Timeline`: ``seconds``, for every step, seconds from the first batch to the step's end;
       ``factors``: the factor set when each step's batch was pulled; ``startup_seconds``;
       ``decisions``: the controller's decisions, as text; ``fresh``: the echo stage's
       fresh count after every step (where the controller read it), else ``None``.
@@ -107,13 +108,9 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
             current = controller.factor
     del batch
     release_in_background(source)
-    return {
-        "seconds": seconds,
-        "factors": factors,
-        "startup_seconds": origin - start,
-        "decisions": [str(d) for d in controller.decisions] if controller is not None else [],
-        "fresh": fresh if read_fresh else None,
-    }
+    return Timeline(seconds=tuple(seconds), factors=tuple(factors), startup_seconds=origin - start,
+                    decisions=tuple(str(d) for d in controller.decisions) if controller is not None else (),
+                    fresh=tuple(fresh) if read_fresh else None)
 
 
 def auto_echo_controller(task: Task, placement: str, max_factor: float) -> echoing.EchoController:
@@ -140,10 +137,10 @@ def seconds_per_batch(task: Task, config, *, batches: int = 40, warmup: int = 5)
 
 
 def measure_pipeline(task: Task, *, ratio: float, step_seconds: float, seed: int, max_factor: float,
-                     echo_shuffle: int, batches: int = 200, **pipeline_options) -> dict:
+                     echo_shuffle: int, batches: int = 200, **pipeline_options) -> PipelineMeasure:
     """The throttle for a nominal R, the R it gives, and the pipeline's own CPU work.
 
-    Returns ``read_rate`` (examples per second), ``measured_ratio`` (seconds per batch of
+    Returns a :class:`benchmarks.lib.run_records.PipelineMeasure`: ``read_rate`` (examples per second), ``measured_ratio`` (seconds per batch of
     the throttled baseline pipeline over ``step_seconds``) and ``cpu_seconds_per_batch``
     of the unthrottled pipeline echoing at ``max_factor`` at the default point, which must
     stay well below ``step_seconds`` for the step to be the bottleneck at that e.
@@ -160,13 +157,7 @@ def measure_pipeline(task: Task, *, ratio: float, step_seconds: float, seed: int
     upstream = seconds_per_batch(task, throttled, batches=batches, warmup=20)
     echoed = task.pipeline_config(task.default_point, max_factor, echo_shuffle, seed, **pipeline_options)
     cpu = statistics.median(seconds_per_batch(task, echoed) for _ in range(3))
-    return {
-        "ratio": ratio,
-        "step_seconds": step_seconds,
-        "read_rate": read_rate,
-        "upstream_seconds_per_batch": upstream,
-        "measured_ratio": upstream / step_seconds,
-        "cpu_seconds_per_batch": cpu,
-        "cpu_share_of_step": cpu / step_seconds,
-        "cpu_checked_at_factor": max_factor,
-    }
+    return PipelineMeasure(ratio=ratio, step_seconds=step_seconds, read_rate=read_rate,
+                           upstream_seconds_per_batch=upstream, measured_ratio=upstream / step_seconds,
+                           cpu_seconds_per_batch=cpu, cpu_share_of_step=cpu / step_seconds,
+                           cpu_checked_at_factor=max_factor)

@@ -37,7 +37,10 @@ class Record:
 
     Enum fields are written as their values and read back as the enum; tuples as lists
     and read back as tuples; a field that is itself a ``Record`` as its record. Reading
-    refuses a record that lacks a field, naming it (no silent default).
+    refuses a record that lacks a field, naming it (no silent default). The one exception
+    is a field a class names in ``OMITTED_WHEN_NONE``: one that older files lack (the host
+    a run was stamped with, say), read as ``None`` when absent and left out when ``None``,
+    so that such a file reads back exactly.
 
     >>> @dataclasses.dataclass(frozen=True)
     ... class Run(Record):
@@ -53,12 +56,18 @@ class Record:
     ValueError: Run: the record has no field 'seconds'; it has ['ratios']
     """
 
+    OMITTED_WHEN_NONE: typing.ClassVar[tuple[str, ...]] = ()
+
     def record(self) -> dict:
-        return {field.name: _written(getattr(self, field.name)) for field in dataclasses.fields(self)}
+        return {field.name: _written(getattr(self, field.name)) for field in dataclasses.fields(self)
+                if not (field.name in self.OMITTED_WHEN_NONE and getattr(self, field.name) is None)}
 
     @classmethod
     def from_record(cls, record: dict):
-        fields = dataclasses.fields(cls)
+        if not isinstance(record, dict):
+            raise ValueError(f"{cls.__name__}: expected a record (a dict), got {type(record).__name__}: {record!r:.200}")
+        fields = [field for field in dataclasses.fields(cls)
+                  if field.name in record or field.name not in cls.OMITTED_WHEN_NONE]
         for field in fields:
             if field.name not in record:
                 raise ValueError(f"{cls.__name__}: the record has no field {field.name!r}; it has {sorted(record)}")
@@ -88,6 +97,8 @@ def _written(value):
         return value.value
     if isinstance(value, (tuple, list)):
         return [_written(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _written(v) for k, v in value.items()}
     return value
 
 

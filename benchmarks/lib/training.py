@@ -25,7 +25,7 @@ Example (a tiny run; the target is met at once):
 ...                                      target=0.0, model={"depth": 8, "width": 4})
 >>> record = train_to_target(task, "before_augment", 2.0, 0, seed=0, num_train_examples=300,
 ...                          cache_dir=tempfile.mkdtemp(), log=lambda line: None)
->>> record["reached"], record["steps"], record["fresh_examples"]
+>>> record.reached, record.steps, record.fresh_examples
 (True, 2, 8.0)
 """
 
@@ -39,6 +39,7 @@ import tensorflow as tf
 
 import echoing
 from benchmarks.lib.lifecycles import release_in_background
+from benchmarks.lib.run_records import CurvePoint, Trained
 from benchmarks.lib.tasks import Task
 
 
@@ -53,10 +54,10 @@ def scheduled_fresh_examples(task: Task, placement: str, schedule: Sequence[floa
     return float(sum(per_step / schedule[min(i, len(schedule) - 1)] for i in range(steps)))
 
 
-def crossing(curve: list, task: Task) -> Optional[dict]:
+def crossing(curve: Sequence[CurvePoint], task: Task) -> Optional[CurvePoint]:
     """The first evaluation that meets the target and whose successor does too, else ``None``."""
     for point, following in zip(curve, curve[1:]):
-        if task.reached(point["metric"]) and task.reached(following["metric"]):
+        if task.reached(point.metric) and task.reached(following.metric):
             return point
     return None
 
@@ -65,7 +66,7 @@ def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int
                     read_rate: Optional[float] = None, factor_schedule: Optional[Sequence[float]] = None,
                     source=None, cache_dir=None, num_train_examples=None,
                     before_step: Optional[Callable[[keras.Model, int, tuple], None]] = None,
-                    log: Callable[[str], None] = print) -> dict:
+                    log: Callable[[str], None] = print) -> Trained:
     """Trains one configuration until the target is confirmed or the budget runs out.
 
     Args:
@@ -82,8 +83,9 @@ def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int
         the gradient noise scale; its time counts as training time).
 
     Returns:
-      The record: ``reached``, ``steps``, ``fresh_examples``, ``seconds`` (at the crossing,
-      ``None`` if not reached), ``realised_factor`` and the evaluation ``curve``.
+      The :class:`benchmarks.lib.run_records.Trained` record: ``reached``, ``steps``,
+      ``fresh_examples``, ``seconds`` (at the crossing, ``None`` if not reached),
+      ``realised_factor`` and the evaluation ``curve``.
     """
     settings = task.settings
     keras.utils.set_random_seed(seed)
@@ -118,7 +120,7 @@ def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int
         else:
             realised = stats.factor if placement != "none" and int(stats.fresh) else 1.0
             fresh = fresh_examples(task, placement, step, realised)
-        curve.append({"step": step, "fresh_examples": fresh, "seconds": seconds, "metric": metric})
+        curve.append(CurvePoint(step=step, fresh_examples=fresh, seconds=seconds, metric=metric))
         eta = seconds / step * (settings.budget_steps - step)
         log(f"  step {step:5d}  {task.metric_name} {metric:.4f}  fresh {fresh:9.0f}  {seconds:6.0f}s"
             f"  (at most {eta:.0f}s to budget)")
@@ -131,11 +133,6 @@ def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int
     del pending
     release_in_background(source)
     point = crossing(curve, task)
-    return {
-        "reached": point is not None,
-        "steps": point["step"] if point else None,
-        "fresh_examples": point["fresh_examples"] if point else None,
-        "seconds": point["seconds"] if point else None,
-        "realised_factor": stats.factor,
-        "curve": curve,
-    }
+    return Trained(reached=point is not None, steps=point.step if point else None,
+                   fresh_examples=point.fresh_examples if point else None, seconds=point.seconds if point else None,
+                   realised_factor=stats.factor, curve=tuple(curve))

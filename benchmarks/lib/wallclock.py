@@ -41,11 +41,12 @@ import tensorflow as tf
 
 import echoing
 from benchmarks.lib.lifecycles import fill_unthrottled
+from benchmarks.lib.run_records import RateRound, Rates
 from benchmarks.lib.tasks import Task
 
 
 def loaded_ratio(task: Task, model, *, read_rate: float, seed: int, max_factor: float, echo_shuffle: int, steps: int,
-                 settle: int, **pipeline_options) -> dict:
+                 settle: int, **pipeline_options) -> RateRound:
     """R under load at one throttle: training steps at e=1, then at ``max_factor``, in one pipeline.
 
     The pipeline echoes at the task's default point through a variable factor, as under
@@ -70,8 +71,8 @@ def loaded_ratio(task: Task, model, *, read_rate: float, seed: int, max_factor: 
     factor.assign(float(max_factor))
     seconds_per_step(settle)
     saturated = seconds_per_step(steps)
-    return {"read_rate": read_rate, "step_seconds_at_e1": at_one, "step_seconds_saturated": saturated,
-            "measured_ratio": at_one / saturated}
+    return RateRound(read_rate=read_rate, step_seconds_at_e1=at_one, step_seconds_saturated=saturated,
+                     measured_ratio=at_one / saturated)
 
 
 def warmed_up_train_step(task: Task, seed: int, **pipeline_options) -> Callable:
@@ -91,10 +92,10 @@ def next_read_rate(read_rate: float, measured_ratio: float, ratio: float) -> flo
 
 
 def calibrate(task: Task, *, ratio: float, seed: int, max_factor: float, echo_shuffle: int, steps: int = 30,
-              settle: int = 20, rounds: int = 1, **pipeline_options) -> dict:
+              settle: int = 20, rounds: int = 1, **pipeline_options) -> Rates:
     """The throttle for R under load: a first guess from the step alone, then ``rounds`` corrections.
 
-    Returns ``read_rate`` (the last round's throttle, examples per second),
+    Returns a :class:`benchmarks.lib.run_records.Rates`: ``read_rate`` (the last round's throttle, examples per second),
     ``measured_ratio`` (R under load at it), ``step_seconds_alone`` (the first guess's step)
     and ``rounds`` (every measurement, in order).
     """
@@ -110,8 +111,8 @@ def calibrate(task: Task, *, ratio: float, seed: int, max_factor: float, echo_sh
     history = []
     for round_index in range(rounds + 1):
         if round_index:
-            read_rate = next_read_rate(read_rate, history[-1]["measured_ratio"], ratio)
+            read_rate = next_read_rate(read_rate, history[-1].measured_ratio, ratio)
         history.append(loaded_ratio(task, model, read_rate=read_rate, seed=seed, max_factor=max_factor, echo_shuffle=echo_shuffle,
                                     steps=steps, settle=settle, **pipeline_options))
-    return {"ratio": ratio, "read_rate": read_rate, "measured_ratio": history[-1]["measured_ratio"],
-            "step_seconds_alone": alone.downstream_seconds, "max_factor": max_factor, "rounds": history}
+    return Rates(ratio=ratio, read_rate=read_rate, measured_ratio=history[-1].measured_ratio,
+                 step_seconds_alone=alone.downstream_seconds, max_factor=max_factor, rounds=tuple(history))

@@ -1,0 +1,385 @@
+"""The records of training runs and their measurements, as the time-to-target and main-job results files hold them.
+
+A run trains to a target (:class:`Trained`, from :mod:`benchmarks.lib.training`), is
+timed on a throttled pipeline (:class:`Timeline`, from :mod:`benchmarks.lib.replay`), and
+is written as one of three records by its mode: :class:`SampleRun` (trained, not timed),
+:class:`TimedRun` (a fixed factor timed for the steps its sample run needed) and
+:class:`AutoEchoRun` (AutoEcho timed, then trained on its choices). :func:`read_run` reads
+any of them. The measurements several runs share (a throttled pipeline's R, a rate
+calibrated under load, AutoEcho's timed replay) are :class:`Measured` entries found by
+their ``of`` fields. No TensorFlow here: reports and plots read these without it.
+
+>>> point = CurvePoint(step=25, fresh_examples=3200.0, seconds=14.2, metric=0.11)
+>>> CurvePoint.from_record(point.record()) == point
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Union
+
+from benchmarks.lib.results_io import Record
+
+MODES = ("sample", "replay", "wallclock")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig(Record):
+    """One run's settings.
+
+    Attributes:
+      mode: ``"sample"``, ``"replay"`` or ``"wallclock"``.
+      task: a key of :data:`benchmarks.lib.tasks.TASKS`.
+      placement: echo point (``"none"`` for the baseline).
+      factor: the fixed echo factor; ``None`` with ``auto_echo``.
+      echo_shuffle: echo shuffle buffer size (elements of the echo stage).
+      seed: seeds data order, augmentation, echo and initial weights.
+      ratio: the R the read is throttled to (replay and wallclock modes), else ``None``.
+      auto_echo: whether an :class:`echoing.EchoController` chooses the factor.
+      max_factor: with ``auto_echo``, the largest factor the controller may set; else ``None``.
+    """
+
+    mode: str
+    task: str
+    placement: str
+    factor: Optional[float]
+    echo_shuffle: int
+    seed: int
+    ratio: Optional[float] = None
+    auto_echo: bool = False
+    max_factor: Optional[float] = None
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode: expected one of {MODES}, got {self.mode!r}")
+        if self.auto_echo and (self.factor is not None or self.max_factor is None):
+            raise ValueError(f"factor, max_factor: AutoEcho sets the factor up to max_factor; expected factor=None and "
+                             f"a max_factor, got factor={self.factor!r}, max_factor={self.max_factor!r}")
+        if not self.auto_echo and (self.factor is None or self.max_factor is not None):
+            raise ValueError(f"factor, max_factor: a fixed run needs a factor and no max_factor, got "
+                             f"factor={self.factor!r}, max_factor={self.max_factor!r}")
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.placement == "none"
+
+    def baseline(self) -> "RunConfig":
+        """The same seed, mode, task and R without echo."""
+        return dataclasses.replace(self, placement="none", factor=1.0, echo_shuffle=0, auto_echo=False, max_factor=None)
+
+    def without_seed(self) -> "RunConfig":
+        """The configuration the seeds of one setting share (seed 0 stands for all)."""
+        return dataclasses.replace(self, seed=0)
+
+    def describe(self) -> str:
+        factor = f"auto(<={self.max_factor:g})" if self.auto_echo else f"{self.factor:g}"
+        ratio = f" R={self.ratio:g}" if self.ratio is not None else ""
+        return f"{self.mode} {self.task} {self.placement} e={factor} shuffle={self.echo_shuffle}{ratio} seed={self.seed}"
+
+
+@dataclasses.dataclass(frozen=True)
+class CurvePoint(Record):
+    """One evaluation: the step, the fresh examples and training seconds behind it, and the metric."""
+
+    step: int
+    fresh_examples: float
+    seconds: float
+    metric: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Trained(Record):
+    """A training run to the target (:func:`benchmarks.lib.training.train_to_target`).
+
+    Attributes:
+      reached: whether the target was met (and confirmed by the next evaluation).
+      steps, fresh_examples, seconds: at the crossing; ``None`` if not reached.
+      realised_factor: the echo stage's steps over fresh elements.
+      curve: every evaluation.
+    """
+
+    reached: bool
+    steps: Optional[int]
+    fresh_examples: Optional[float]
+    seconds: Optional[float]
+    realised_factor: float
+    curve: tuple[CurvePoint, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Timeline(Record):
+    """A replay (:func:`benchmarks.lib.replay.replay`).
+
+    Attributes:
+      seconds: for every step, seconds from the first batch to the step's end.
+      factors: the factor set when each step's batch was pulled.
+      startup_seconds: until the first batch (the buffers' fill).
+      decisions: the controller's decisions, as text (empty without one).
+      fresh: the echo stage's fresh count after every step, where the controller read it; else ``None``.
+    """
+
+    seconds: tuple[float, ...]
+    factors: tuple[float, ...]
+    startup_seconds: float
+    decisions: tuple[str, ...]
+    fresh: Optional[tuple[int, ...]]
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoEchoTimeline(Record):
+    """AutoEcho's timed replay, saved so that its training can follow in a later run.
+
+    Attributes:
+      seconds, factors, startup_seconds, decisions, fresh: the :class:`Timeline`'s.
+      held_factor, held_from_step: the first factor it held, and from when (``None`` if it never held).
+      law: :data:`echoing.controller.LAW` when it was timed (absent in timelines before laws were named).
+    """
+
+    OMITTED_WHEN_NONE = ("law",)
+
+    seconds: tuple[float, ...]
+    factors: tuple[float, ...]
+    startup_seconds: float
+    decisions: tuple[str, ...]
+    fresh: Optional[tuple[int, ...]]
+    held_factor: Optional[float]
+    held_from_step: Optional[int]
+    law: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineMeasure(Record):
+    """A pipeline throttled for R, measured (:func:`benchmarks.lib.replay.measure_pipeline`).
+
+    Attributes:
+      ratio: the nominal R; step_seconds: the modelled step.
+      read_rate: the throttle, in examples per second.
+      upstream_seconds_per_batch, measured_ratio: the throttled baseline's seconds per
+        batch, and that over ``step_seconds``.
+      cpu_seconds_per_batch, cpu_share_of_step: the unthrottled pipeline's own CPU work
+        echoing at ``cpu_checked_at_factor``, and its share of the step.
+    """
+
+    ratio: float
+    step_seconds: float
+    read_rate: float
+    upstream_seconds_per_batch: float
+    measured_ratio: float
+    cpu_seconds_per_batch: float
+    cpu_share_of_step: float
+    cpu_checked_at_factor: float
+
+
+@dataclasses.dataclass(frozen=True)
+class RateRound(Record):
+    """One round of calibrating the throttle under load (:func:`benchmarks.lib.wallclock.calibrate`)."""
+
+    read_rate: float
+    step_seconds_at_e1: float
+    step_seconds_saturated: float
+    measured_ratio: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Rates(Record):
+    """The throttle for R under load: the rate set, the R it gave, the step alone, and every round."""
+
+    ratio: float
+    read_rate: float
+    measured_ratio: float
+    step_seconds_alone: float
+    max_factor: float
+    rounds: tuple[RateRound, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleRun(Record):
+    """A run trained to the target without a throttle (sample mode).
+
+    ``machine`` is the host it ran on (absent in records written before hosts were stamped).
+    """
+
+    OMITTED_WHEN_NONE = ("machine",)
+
+    config: RunConfig
+    target: float
+    reached: bool
+    steps: Optional[int]
+    fresh_examples: Optional[float]
+    seconds: Optional[float]
+    realised_factor: float
+    curve: tuple[CurvePoint, ...]
+    command: str
+    machine: Optional[dict] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TimedRun(Record):
+    """A fixed factor timed, on the modelled host (``pipeline``) or this CPU (``rates``), for its sample run's steps.
+
+    Attributes:
+      sample_steps, reached, fresh_examples, steps: the same seed's sample run's.
+      pipeline: the replay's :class:`PipelineMeasure` (replay mode), else ``None``.
+      rates: the throttle under load (wallclock mode), else ``None``.
+      seconds: time to target (``None`` if the sample run did not reach it).
+      startup_seconds: until the first batch; seconds_in_steps: ``seconds`` in step times.
+    """
+
+    OMITTED_WHEN_NONE = ("machine", "pipeline", "rates", "startup_seconds", "seconds_in_steps")
+
+    config: RunConfig
+    target: float
+    sample_steps: Optional[int]
+    reached: bool
+    fresh_examples: Optional[float]
+    steps: Optional[int]
+    seconds: Optional[float]
+    command: str
+    pipeline: Optional[PipelineMeasure] = None
+    rates: Optional[Rates] = None
+    startup_seconds: Optional[float] = None
+    seconds_in_steps: Optional[float] = None
+    machine: Optional[dict] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoEchoRun(Record):
+    """AutoEcho timed, then trained on the factors it chose.
+
+    Attributes:
+      reached, steps, fresh_examples, realised_factor, curve: its training's.
+      sample_steps, sample_seconds: its training's steps and training seconds to target.
+      seconds, seconds_in_steps: its time to target in the replay (``None`` if the
+        crossing came after the replayed steps).
+      decisions, held_factor, held_from_step, final_factor, mean_factor: the controller's.
+    """
+
+    OMITTED_WHEN_NONE = ("machine", "pipeline", "rates", "seconds_in_steps")
+
+    config: RunConfig
+    target: float
+    reached: bool
+    steps: Optional[int]
+    fresh_examples: Optional[float]
+    realised_factor: float
+    curve: tuple[CurvePoint, ...]
+    startup_seconds: float
+    decisions: tuple[str, ...]
+    held_factor: Optional[float]
+    held_from_step: Optional[int]
+    final_factor: float
+    mean_factor: float
+    sample_steps: Optional[int]
+    sample_seconds: Optional[float]
+    seconds: Optional[float]
+    command: str
+    pipeline: Optional[PipelineMeasure] = None
+    rates: Optional[Rates] = None
+    seconds_in_steps: Optional[float] = None
+    machine: Optional[dict] = None
+
+
+Run = Union[SampleRun, TimedRun, AutoEchoRun]
+
+
+def read_run(record: dict) -> Run:
+    """A run record of a results file, as the record class of its mode.
+
+    >>> config = {"mode": "sample", "task": "resnet", "placement": "none", "factor": 1.0, "echo_shuffle": 0,
+    ...           "seed": 0, "ratio": None, "auto_echo": False, "max_factor": None}
+    >>> run = read_run({"config": config, "target": 0.8, "reached": False, "steps": None, "fresh_examples": None,
+    ...                 "seconds": None, "realised_factor": 1.0, "curve": [], "command": "python -m ..."})
+    >>> type(run).__name__, run.config.is_baseline
+    ('SampleRun', True)
+    """
+    config = RunConfig.from_record(record["config"])
+    kind = SampleRun if config.mode == "sample" else AutoEchoRun if config.auto_echo else TimedRun
+    return kind.from_record(record)
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineOf(Record):
+    """Which pipeline a :class:`PipelineMeasure` is of."""
+
+    task: str
+    ratio: float
+    seed: int
+    step_seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class RatesOf(Record):
+    """Which task and R a :class:`Rates` is of."""
+
+    task: str
+    ratio: float
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasuredPipeline(Record):
+    of: PipelineOf
+    value: PipelineMeasure
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasuredRates(Record):
+    of: RatesOf
+    value: Rates
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedTimeline(Record):
+    of: RunConfig
+    value: AutoEchoTimeline
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeToTargetResults(Record):
+    """A time-to-target results file's results: its runs and the measurements they share.
+
+    ``rates`` is absent from a file without wallclock runs.
+    """
+
+    OMITTED_WHEN_NONE = ("pipelines", "rates", "auto_echo_timelines")
+
+    runs: tuple[Run, ...]
+    pipelines: Optional[tuple[MeasuredPipeline, ...]] = None
+    rates: Optional[tuple[MeasuredRates, ...]] = None
+    auto_echo_timelines: Optional[tuple[SavedTimeline, ...]] = None
+
+    @classmethod
+    def from_record(cls, record: dict) -> "TimeToTargetResults":
+        rest = super().from_record({**record, "runs": []})
+        return dataclasses.replace(rest, runs=tuple(read_run(run) for run in record["runs"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSettingsRecord(Record):
+    """A task's settings as a results file holds them (:class:`benchmarks.lib.tasks.TaskSettings`)."""
+
+    name: str
+    batch_size: int
+    learning_rate: float
+    warmup_steps: int
+    budget_steps: int
+    eval_every: int
+    eval_examples: int
+    target: float
+    model: dict
+    jit_compile: bool
+    pipeline: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeToTargetSettings(Record):
+    """A time-to-target results file's settings: every task's."""
+
+    tasks: dict[str, TaskSettingsRecord]
+
+
+def time_to_target(document: dict) -> tuple[TimeToTargetSettings, TimeToTargetResults]:
+    """A time-to-target results document's settings and results, typed."""
+    from benchmarks.lib.results_io import typed
+
+    return typed(document, TimeToTargetSettings, TimeToTargetResults)
