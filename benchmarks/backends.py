@@ -35,7 +35,7 @@ import time
 from typing import Optional
 
 from benchmarks.lib import results_io
-from benchmarks.lib.reporting import spread
+from benchmarks.lib.reporting import Spread, spread
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,16 +92,6 @@ class BackendRun(results_io.Record):
     versions: dict
     fixed: tuple[FixedRate, ...]
     auto: Optional[AutoRate]
-
-
-@dataclasses.dataclass(frozen=True)
-class Spread(results_io.Record):
-    """Median and range over repeats (:func:`benchmarks.lib.reporting.spread`)."""
-
-    median: float
-    min: float
-    max: float
-    values: tuple[float, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,24 +228,19 @@ def rate_at(run: BackendRun, factor) -> float:
     return next(fixed.steps_per_second for fixed in run.fixed if fixed.factor == factor)
 
 
-def _spread(values: list) -> Optional[Spread]:
-    found = spread(values)
-    return None if found is None else Spread(found["median"], found["min"], found["max"], tuple(found["values"]))
-
-
 def summary(runs: list[BackendRun], config: BackendsConfig) -> tuple[BackendSummary, ...]:
     """One entry per backend: median and range over repeats of each rate, and of its rate over TensorFlow's in the same repeat."""
     tensorflow = {r.repeat: r for r in runs if r.backend == "tensorflow"}
     out = []
     for backend in config.backends:
         mine = [r for r in runs if r.backend == backend]
-        fixed = tuple(FixedSummary(f, _spread([rate_at(r, f) for r in mine]),
-                                   _spread([rate_at(r, f) / rate_at(tensorflow[r.repeat], f)
+        fixed = tuple(FixedSummary(f, spread([rate_at(r, f) for r in mine]),
+                                   spread([rate_at(r, f) / rate_at(tensorflow[r.repeat], f)
                                             for r in mine if r.repeat in tensorflow]))
                       for f in config.factors)
         auto = None
         if config.auto_steps:
-            auto = AutoSummary(*(_spread([getattr(r.auto, name) for r in mine])
+            auto = AutoSummary(*(spread([getattr(r.auto, name) for r in mine])
                                  for name in ("steps_per_second", "over_best_fixed", "callback_ms_per_step")))
         out.append(BackendSummary(backend, fixed, auto))
     return tuple(out)

@@ -16,23 +16,16 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from benchmarks import backends, controller_sweep, critical_batch, demo, grain_echo, service, service_processes, throughput, xla_check
+from benchmarks import (backends, controller_sweep, critical_batch, demo, grain_echo, service, service_processes,
+                        shapes_baselines, throughput, xla_check)
 from benchmarks.lib import reporting, results_io
 
-
-def shapes_baselines_table(document: dict) -> str:
-    results = document["results"]
-    lines = ["| model (same pipeline and steps) | steps | eval accuracy | train seconds |", "|---|---:|---:|---:|"]
-    for key in ("linear", "resnet"):
-        row = results[key]
-        lines.append(f"| {row['model']} | {row['steps']} | {row['eval_accuracy']:.3f} | {row['train_seconds']:.0f} |")
-    return "\n".join(lines)
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 RENDERERS: dict[str, Callable[[dict], str]] = {
     "throughput": throughput.table,
-    "shapes_baselines": shapes_baselines_table,
+    "shapes_baselines": shapes_baselines.table,
     "demo": demo.table,
     "time_to_target": lambda document: reporting.sample_table(reporting.results_of(document)),
     "time_to_target_replay": lambda document: reporting.replay_table(reporting.results_of(document)),
@@ -52,39 +45,41 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
 }
 
 
-# Tables drawn from another table's results file.
-SOURCES = {name: "time_to_target" for name in ("time_to_target_replay", "time_to_target_best", "time_to_target_wallclock",
-                                                "time_to_target_wallclock_best", "time_to_target_commands")}
-SOURCES["time_to_target_seeds_commands"] = "time_to_target_seeds"
-SOURCES["controller_in_step"] = "controller_sweep"
-SOURCES["time_to_target_seeds_fixed"] = "time_to_target_seeds"
-
-
 def commands_block(document: dict) -> str:
     """The distinct commands that filled a results file, once, as a shell block."""
     return "```bash\n" + "\n".join(_commands(document)) + "\n```"
 
 
 def _commands(document: dict) -> list[str]:
-    runs = document["results"].get("runs", [])
-    return sorted({r["command"] for r in runs if isinstance(r, dict) and r.get("command")}) or [document["command"]]
+    return sorted({stamp.command for stamp in results_io.stamps(document) if stamp.command}) or \
+        [results_io.header(document).command]
 
 
-RENDERERS["time_to_target_commands"] = commands_block
-RENDERERS["time_to_target_seeds_commands"] = commands_block
+RENDERERS.update({"time_to_target_commands": commands_block, "time_to_target_seeds_commands": commands_block})
+
+# Tables drawn from another table's results file.
+SOURCES = {
+    **{name: "time_to_target" for name in ("time_to_target_replay", "time_to_target_best", "time_to_target_wallclock",
+                                           "time_to_target_wallclock_best", "time_to_target_commands")},
+    "time_to_target_seeds_commands": "time_to_target_seeds",
+    "time_to_target_seeds_fixed": "time_to_target_seeds",
+    "controller_in_step": "controller_sweep",
+}
 
 
 def machines(document: dict) -> str:
     """Where the results ran: the header's machine, or each stamped record's, with counts.
 
-    >>> machines({"machine": {"cores": 2, "cpu": "A"}, "results": {"runs": [{"machine": {"cores": 2, "cpu": "B"}}, {}]}})
+    >>> host = {"cpu": "B", "cores": 2, "memory_gib": 23.5, "os": "Linux", "python": "3.11.7"}
+    >>> machines({"results": {"runs": [{"machine": host}, {}]}})
     '2 cores (B: 1 run; not recorded: 1 run, written before runs were stamped)'
     """
-    runs = [r for r in document["results"].get("runs", []) if isinstance(r, dict)]
-    if not any("machine" in r for r in runs):
-        return f"{document['machine']['cores']} cores ({document['machine']['cpu']})"
-    counts = collections.Counter(r["machine"]["cpu"] if "machine" in r else None for r in runs)
-    cores = sorted({r["machine"]["cores"] for r in runs if "machine" in r})
+    hosts = [stamp.machine for stamp in results_io.stamps(document)]
+    if not any(hosts):
+        machine = results_io.header(document).machine
+        return f"{machine.cores} cores ({machine.cpu})"
+    counts = collections.Counter(host.cpu if host else None for host in hosts)
+    cores = sorted({host.cores for host in hosts if host})
     plural = lambda n: f"{n} run" + ("s" if n != 1 else "")  # noqa: E731
     parts = [f"{cpu}: {plural(n)}" for cpu, n in sorted(counts.items(), key=lambda item: str(item[0])) if cpu is not None]
     if counts[None]:
@@ -99,8 +94,9 @@ def render(name: str, document: dict) -> str:
     commands = _commands(document)
     # A file many invocations filled lists their commands once, on its page, not under every table.
     by = f"`{commands[0]}`" if len(commands) == 1 else f"the {len(commands)} commands listed on this page"
+    written = results_io.header(document)
     source = (f"_From `benchmarks/results/{SOURCES.get(name, name)}.json`: {by}, on {machines(document)}, "
-              f"TensorFlow {document['versions']['tensorflow']}, {document['created']}._")
+              f"TensorFlow {written.versions.tensorflow}, {written.created}._")
     return RENDERERS[name](document) + "\n\n" + source
 
 

@@ -24,7 +24,7 @@ from pipelines import image
 
 
 @dataclasses.dataclass(frozen=True)
-class BaselineConfig:
+class BaselineConfig(results_io.Record):
     """Settings of the baseline comparison.
 
     Attributes:
@@ -48,7 +48,27 @@ class BaselineConfig:
     cache_dir: Optional[str] = None
 
 
-def train_and_evaluate(model: keras.Model, optimizer, config: BaselineConfig) -> dict:
+@dataclasses.dataclass(frozen=True)
+class ModelResult(results_io.Record):
+    """One model trained ``steps`` steps: held-out accuracy and loss, and its training seconds."""
+
+    model: str
+    eval_accuracy: float
+    eval_loss: float
+    train_seconds: float
+    steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class BaselineResults(results_io.Record):
+    """The linear model and the ResNet, and the accuracy of chance."""
+
+    linear: ModelResult
+    resnet: ModelResult
+    chance: float
+
+
+def train_and_evaluate(model: keras.Model, optimizer, config: BaselineConfig) -> ModelResult:
     pipeline = image.ImagePipelineConfig(
         batch_size=config.batch_size, seed=config.seed, repeat=True, cache_dir=config.cache_dir,
         num_train_examples=config.num_train_examples, num_eval_examples=config.num_eval_examples,
@@ -58,10 +78,10 @@ def train_and_evaluate(model: keras.Model, optimizer, config: BaselineConfig) ->
     model.fit(image.train_dataset(pipeline), steps_per_epoch=config.steps, epochs=1, verbose=0)
     seconds = time.perf_counter() - start
     loss, accuracy = model.evaluate(image.eval_dataset(pipeline), verbose=0)
-    return {"model": model.name, "eval_accuracy": accuracy, "eval_loss": loss, "train_seconds": seconds, "steps": config.steps}
+    return ModelResult(model=model.name, eval_accuracy=accuracy, eval_loss=loss, train_seconds=seconds, steps=config.steps)
 
 
-def run(config: BaselineConfig, output: Optional[Path]) -> dict:
+def run(config: BaselineConfig, output: Optional[Path]) -> BaselineResults:
     keras.utils.set_random_seed(config.seed)
     # Adam suits the convex linear problem; SGD with momentum 0.9 at 0.1 is the usual ResNet recipe.
     linear = train_and_evaluate(models.linear_classifier(), keras.optimizers.Adam(1e-3), config)
@@ -69,10 +89,19 @@ def run(config: BaselineConfig, output: Optional[Path]) -> dict:
     resnet = train_and_evaluate(
         models.resnet_cifar(config.resnet_depth, config.resnet_width), keras.optimizers.SGD(0.1, momentum=0.9), config
     )
-    results = {"linear": linear, "resnet": resnet, "chance": 0.1}
+    results = BaselineResults(linear=linear, resnet=resnet, chance=0.1)
     if output is not None:
-        results_io.write_results(output.stem, dataclasses.asdict(config), results, output.parent)
+        results_io.write_results(output.stem, config.record(), results.record(), output.parent)
     return results
+
+
+def table(document: dict) -> str:
+    """Markdown: each model's steps, held-out accuracy and training seconds (``python -m benchmarks.readme_tables``)."""
+    _, results = results_io.typed(document, BaselineConfig, BaselineResults)
+    lines = ["| model (same pipeline and steps) | steps | eval accuracy | train seconds |", "|---|---:|---:|---:|"]
+    for row in (results.linear, results.resnet):
+        lines.append(f"| {row.model} | {row.steps} | {row.eval_accuracy:.3f} | {row.train_seconds:.0f} |")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> None:
@@ -81,11 +110,8 @@ def main(argv=None) -> None:
     results_io.add_output_dir_argument(parser)
     args = parser.parse_args(argv)
     output = args.output_dir / "shapes_baselines.json"
-    results = run(BaselineConfig(steps=args.steps), output)
-    print("| model | steps | eval accuracy | train seconds |\n|---|---:|---:|---:|")
-    for key in ("linear", "resnet"):
-        row = results[key]
-        print(f"| {row['model']} | {row['steps']} | {row['eval_accuracy']:.3f} | {row['train_seconds']:.0f} |")
+    run(BaselineConfig(steps=args.steps), output)
+    print(table(results_io.read_results(output)))
     print(f"\nresults: {output}")
 
 

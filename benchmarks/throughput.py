@@ -40,7 +40,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -59,7 +59,7 @@ CONSUMER_BATCH = 256
 
 
 @dataclass(frozen=True)
-class ThroughputConfig:
+class ThroughputConfig(results_io.Record):
     """Settings of one throughput run.
 
     Attributes:
@@ -75,18 +75,18 @@ class ThroughputConfig:
       shape_factors: integer factors for the varying-shape and large-element measurement.
     """
 
-    factors: list[float] = field(default_factory=lambda: [1, 1.5, 2, 4, 8])
-    one_liner_factors: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    factors: tuple[float, ...] = (1, 1.5, 2, 4, 8)
+    one_liner_factors: tuple[int, ...] = (1, 2, 4, 8)
     seconds: float = 1.0
     repeats: int = 7
     upstream_rate: float = 2000.0
     throttled_seconds: float = 3.0
-    buffer_sizes: list[int] = field(default_factory=lambda: [0, 1_000, 10_000, 100_000])
+    buffer_sizes: tuple[int, ...] = (0, 1_000, 10_000, 100_000)
     memory_factor: float = 2
-    shape_factors: list[int] = field(default_factory=lambda: [2, 4])
+    shape_factors: tuple[int, ...] = (2, 4)
 
 
-QUICK = ThroughputConfig(seconds=0.5, repeats=3, throttled_seconds=1.5, buffer_sizes=[0, 1_000, 10_000], shape_factors=[2])
+QUICK = ThroughputConfig(seconds=0.5, repeats=3, throttled_seconds=1.5, buffer_sizes=(0, 1_000, 10_000), shape_factors=(2,))
 
 
 def free_upstream() -> tf.data.Dataset:
@@ -130,7 +130,7 @@ BASELINES = {
 
 
 @dataclass(frozen=True)
-class Stage:
+class Stage(results_io.Record):
     """One configuration measured: what sits between the upstream and the consumer.
 
     Attributes:
@@ -152,6 +152,78 @@ class Stage:
 
 
 NO_ECHO = Stage("no echo")
+
+
+@dataclass(frozen=True)
+class StageRates(results_io.Record):
+    """One :class:`Stage`'s fields, its rate (elements per second) in every round, and their median."""
+
+    name: str
+    factor: Optional[float]
+    stats: bool
+    rates: tuple[float, ...]
+    median: float
+
+    @property
+    def stage(self) -> Stage:
+        return Stage(self.name, self.factor, self.stats)
+
+
+@dataclass(frozen=True)
+class PairedRatio(results_io.Record):
+    """The rate of ``of`` over that of ``over``, measured side by side per round: median and range."""
+
+    of: Stage
+    over: Stage
+    median: float
+    min: float
+    max: float
+
+
+@dataclass(frozen=True)
+class Comparison(results_io.Record):
+    """Configurations measured round robin, and the ratios of pairs of them."""
+
+    rows: tuple[StageRates, ...]
+    paired_ratios: tuple[PairedRatio, ...]
+
+
+@dataclass(frozen=True)
+class ThrottledRow(results_io.Record):
+    """The echo stage at ``factor`` on a throttled upstream: its rates, their median, ``min(e * U, ceiling)``, and the share of it met."""
+
+    factor: float
+    rates: tuple[float, ...]
+    median: float
+    bound: float
+    fraction_of_bound: float
+
+
+@dataclass(frozen=True)
+class Throttled(results_io.Record):
+    upstream_rate: float
+    rows: tuple[ThrottledRow, ...]
+
+
+@dataclass(frozen=True)
+class MemoryRow(results_io.Record):
+    """Resident memory in a fresh process echoing through a shuffle buffer of ``buffer_size`` elements."""
+
+    buffer_size: int
+    baseline_rss_mib: float
+    peak_rss_mib: float
+    growth_mib: float
+    buffer_payload_mib: float
+
+
+@dataclass(frozen=True)
+class ThroughputResults(results_io.Record):
+    """The four measurements: the echo stage alone, throttled, its memory, and shapes by case."""
+
+    echo_stage: Comparison
+    throttled: Throttled
+    memory: tuple[MemoryRow, ...]
+    shapes: dict[str, Comparison]
 
 
 def output_rate(dataset: tf.data.Dataset, seconds: float, consumer=lambda ds: ds.batch(CONSUMER_BATCH)) -> float:
@@ -177,7 +249,7 @@ def measure_round_robin(builders: dict, seconds: float, repeats: int,
     return rates
 
 
-def echo_stage(config: ThroughputConfig) -> dict:
+def echo_stage(config: ThroughputConfig) -> Comparison:
     """Measurement 1: the echo stage alone on a free upstream, against the baselines."""
     builders = {NO_ECHO: free_upstream}
     for e in config.factors:
@@ -193,22 +265,22 @@ def echo_stage(config: ThroughputConfig) -> dict:
     pairs += [(Stage("echo", float(e)), Stage(name, float(e))) for name in BASELINES for e in config.one_liner_factors
               if e > 1]
     paired = [paired_ratio(a, b, rates[a], rates[b]) for a, b in pairs if a in rates and b in rates]
-    return {"rows": median_rows(rates), "paired_ratios": paired}
+    return Comparison(median_rows(rates), tuple(paired))
 
 
-def median_rows(rates: dict) -> list[dict]:
+def median_rows(rates: dict) -> tuple[StageRates, ...]:
     """One row per :class:`Stage`: its fields, its rates over rounds and their median."""
-    return [{**asdict(stage), "rates": r, "median": statistics.median(r)} for stage, r in rates.items()]
+    return tuple(StageRates(stage.name, stage.factor, stage.stats, tuple(r), statistics.median(r))
+                 for stage, r in rates.items())
 
 
-def paired_ratio(of: Stage, over: Stage, a: list[float], b: list[float]) -> dict:
+def paired_ratio(of: Stage, over: Stage, a: list[float], b: list[float]) -> PairedRatio:
     """Median and range over rounds of ``a[i] / b[i]``, the rates of ``of`` and ``over`` measured side by side."""
     ratios = [x / y for x, y in zip(a, b)]
-    return {"of": asdict(of), "over": asdict(over), "median": statistics.median(ratios), "min": min(ratios),
-            "max": max(ratios)}
+    return PairedRatio(of, over, statistics.median(ratios), min(ratios), max(ratios))
 
 
-def throttled(config: ThroughputConfig, ceilings: dict[float, float]) -> dict:
+def throttled(config: ThroughputConfig, ceilings: dict[float, float]) -> Throttled:
     """Measurement 2: a bandwidth-limited upstream, echoed."""
     rate = config.upstream_rate
     builders = {e: (lambda e=e: free_upstream().apply(throttle(rate)).apply(echoing.echo(e))) for e in config.factors}
@@ -217,9 +289,8 @@ def throttled(config: ThroughputConfig, ceilings: dict[float, float]) -> dict:
     for e in config.factors:
         measured = statistics.median(rates[e])
         bound = min(e * rate, ceilings.get(e, math.inf))
-        rows.append({"factor": e, "rates": rates[e], "median": measured, "bound": bound,
-                     "fraction_of_bound": measured / bound})
-    return {"upstream_rate": rate, "rows": rows}
+        rows.append(ThrottledRow(e, tuple(rates[e]), measured, bound, measured / bound))
+    return Throttled(rate, tuple(rows))
 
 
 def varying_tokens() -> tf.data.Dataset:
@@ -244,7 +315,7 @@ SHAPE_CASES = {
 }
 
 
-def shapes(config: ThroughputConfig) -> dict:
+def shapes(config: ThroughputConfig) -> dict[str, Comparison]:
     """Measurement 4: varying shapes and large elements, against the one-liner and the consumer alone."""
     results = {}
     for case, (upstream, consumer) in SHAPE_CASES.items():
@@ -266,11 +337,11 @@ def shapes(config: ThroughputConfig) -> dict:
             # minus the consumer's) spread over e outputs, plus the consumer's; per round.
             bound = [1 / ((1 / none - 1 / only) / e + 1 / only) for none, only in zip(rates[NO_ECHO], rates[alone])]
             paired.append(paired_ratio(Stage("zero-cost echo stage (bound)", float(e)), liner, bound, rates[liner]))
-        results[case] = {"rows": median_rows(rates), "paired_ratios": paired}
+        results[case] = Comparison(median_rows(rates), tuple(paired))
     return results
 
 
-def memory_child(buffer_size: int, factor: float) -> dict:
+def memory_child(buffer_size: int, factor: float) -> MemoryRow:
     """Peak RSS growth while echoing through a shuffle buffer (runs in a fresh process)."""
     # Warm up on the same pipeline without a buffer, so that kernels and runtime caches are
     # loaded before the baseline; the shuffle buffer fills before its first element, so the
@@ -290,13 +361,8 @@ def memory_child(buffer_size: int, factor: float) -> dict:
         next(iterator)
     peak = _rss_bytes("VmHWM")
     element_bytes = int(np.prod(IMAGE_SHAPE)) * 4 + 8
-    return {
-        "buffer_size": buffer_size,
-        "baseline_rss_mib": baseline / 2**20,
-        "peak_rss_mib": peak / 2**20,
-        "growth_mib": (peak - baseline) / 2**20,
-        "buffer_payload_mib": buffer_size * element_bytes / 2**20,
-    }
+    return MemoryRow(buffer_size=buffer_size, baseline_rss_mib=baseline / 2**20, peak_rss_mib=peak / 2**20,
+                     growth_mib=(peak - baseline) / 2**20, buffer_payload_mib=buffer_size * element_bytes / 2**20)
 
 
 def _rss_bytes(field_name: str) -> int:
@@ -306,7 +372,7 @@ def _rss_bytes(field_name: str) -> int:
     return int(line.split()[1]) * 1024  # /proc reports kB.
 
 
-def memory(config: ThroughputConfig) -> list[dict]:
+def memory(config: ThroughputConfig) -> tuple[MemoryRow, ...]:
     """Measurement 3: one child process per buffer size, so each peak is its own."""
     rows = []
     for size in config.buffer_sizes:
@@ -314,47 +380,46 @@ def memory(config: ThroughputConfig) -> list[dict]:
             [sys.executable, "-m", "benchmarks.throughput", "--memory-child", str(size), "--memory-factor", str(config.memory_factor)],
             check=True, capture_output=True, text=True,
         )
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    return rows
+        rows.append(MemoryRow.from_record(json.loads(out.stdout.strip().splitlines()[-1])))
+    return tuple(rows)
+
+
+def typed(document: dict) -> tuple[ThroughputConfig, ThroughputResults]:
+    """A throughput results document's settings and results."""
+    return results_io.typed(document, ThroughputConfig, ThroughputResults)
 
 
 def table(document: dict) -> str:
     """Markdown tables of a throughput results document."""
-    results = document["results"]
+    config, results = typed(document)
     lines = ["| configuration | elements/s (median) |", "|---|---:|"]
-    lines += [f"| {Stage(**_stage_fields(row)).label} | {row['median']:,.0f} |" for row in results["echo_stage"]["rows"]]
+    lines += [f"| {row.stage.label} | {row.median:,.0f} |" for row in results.echo_stage.rows]
     lines += ["", "| paired ratio (median (min-max) over rounds) | value |", "|---|---:|"]
-    lines += [_paired_line(value) for value in results["echo_stage"]["paired_ratios"]]
-    up = results["throttled"]
-    lines += ["", f"| throttled upstream U={up['upstream_rate']:g}/s | elements/s | min(e*U, ceiling) | fraction |", "|---|---:|---:|---:|"]
-    lines += [f"| e={r['factor']:g} | {r['median']:,.0f} | {r['bound']:,.0f} | {r['fraction_of_bound']:.3f} |" for r in up["rows"]]
-    lines += ["", f"| echo shuffle buffer (e={document['settings']['memory_factor']:g}) | peak RSS growth MiB | buffer payload MiB |", "|---:|---:|---:|"]
-    lines += [f"| {r['buffer_size']:,} | {r['growth_mib']:,.0f} | {r['buffer_payload_mib']:,.0f} |" for r in results["memory"]]
-    for case, measured in results.get("shapes", {}).items():
+    lines += [_paired_line(value) for value in results.echo_stage.paired_ratios]
+    up = results.throttled
+    lines += ["", f"| throttled upstream U={up.upstream_rate:g}/s | elements/s | min(e*U, ceiling) | fraction |", "|---|---:|---:|---:|"]
+    lines += [f"| e={r.factor:g} | {r.median:,.0f} | {r.bound:,.0f} | {r.fraction_of_bound:.3f} |" for r in up.rows]
+    lines += ["", f"| echo shuffle buffer (e={config.memory_factor:g}) | peak RSS growth MiB | buffer payload MiB |", "|---:|---:|---:|"]
+    lines += [f"| {r.buffer_size:,} | {r.growth_mib:,.0f} | {r.buffer_payload_mib:,.0f} |" for r in results.memory]
+    for case, measured in results.shapes.items():
         lines += ["", f"| {case} | elements/s (median) |", "|---|---:|"]
-        lines += [f"| {Stage(**_stage_fields(row)).label} | {row['median']:,.0f} |" for row in measured["rows"]]
-        lines += [_paired_line(value, " (paired)") for value in measured["paired_ratios"]]
+        lines += [f"| {row.stage.label} | {row.median:,.0f} |" for row in measured.rows]
+        lines += [_paired_line(value, " (paired)") for value in measured.paired_ratios]
     return "\n".join(lines)
 
 
-def _stage_fields(row: dict) -> dict:
-    return {name: row[name] for name in ("name", "factor", "stats")}
+def _paired_line(value: PairedRatio, suffix: str = "") -> str:
+    return f"| {value.of.label} / {value.over.label}{suffix} | {value.median:.2f} ({value.min:.2f}-{value.max:.2f}) |"
 
 
-def _paired_line(value: dict, suffix: str = "") -> str:
-    of, over = Stage(**value["of"]), Stage(**value["over"])
-    return f"| {of.label} / {over.label}{suffix} | {value['median']:.2f} ({value['min']:.2f}-{value['max']:.2f}) |"
-
-
-def run(config: ThroughputConfig, output: Path | None) -> dict:
+def run(config: ThroughputConfig, output: Path | None) -> ThroughputResults:
     stage = echo_stage(config)
-    ceilings = {row["factor"]: row["median"] for row in stage["rows"] if row["name"] == "echo" and not row["stats"]}
-    results = {"echo_stage": stage, "throttled": throttled(config, ceilings), "memory": memory(config),
-               "shapes": shapes(config)}
-    document = {"settings": asdict(config), "results": results}
+    ceilings = {row.factor: row.median for row in stage.rows if row.stage == Stage("echo", row.factor)}
+    results = ThroughputResults(echo_stage=stage, throttled=throttled(config, ceilings), memory=memory(config),
+                                shapes=shapes(config))
     if output is not None:
-        results_io.write_results(output.stem, asdict(config), results, output.parent)
-    return document
+        results_io.write_results(output.stem, config.record(), results.record(), output.parent)
+    return results
 
 
 def main(argv=None) -> None:
@@ -365,12 +430,12 @@ def main(argv=None) -> None:
     parser.add_argument("--memory-factor", type=float, default=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child is not None:
-        print(json.dumps(memory_child(args.memory_child, args.memory_factor)))
+        print(json.dumps(memory_child(args.memory_child, args.memory_factor).record()))
         return
     config = QUICK if args.quick else ThroughputConfig()
     output = args.output_dir / ("throughput_quick.json" if args.quick else "throughput.json")
-    document = run(config, output)
-    print(table(document))
+    run(config, output)
+    print(table(results_io.read_results(output)))
     print(f"\nresults: {output}")
 
 

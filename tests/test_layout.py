@@ -76,3 +76,27 @@ def test_no_code_outside_the_tasks_branches_on_a_tasks_name():
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
             assert not re.search(r"""\.name\s*[!=]=|[!=]=\s*["'](resnet|transformer)["']""", line), f"{path.name}:{number}: {line.strip()}"
+
+
+# The string-keyed subscripts benchmarks/ may hold outside results I/O, each a mapping that
+# is not a result: registries of tasks, a model's keyword arguments, grain's iterator
+# state, the environment.
+NOT_RESULTS = {
+    ("demo.py", "TASKS['resnet']"), ("demo.py", "model['width']"),
+    ("tasks.py", "self.settings.model['sequence_length']"),
+    ("grain_echo.py", "state['index']"),
+    ("__init__.py", "os.environ['TF_CPP_MIN_LOG_LEVEL']"),
+}
+RESULTS_IO = {"results_io.py", "run_records.py"}
+
+
+def test_results_are_read_through_records_only_results_io_reads_their_keys():
+    found = set()
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        if path.name in RESULTS_IO:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+                    and isinstance(node.slice.value, str) and not isinstance(node.ctx, ast.Store)):
+                found.add((path.name, ast.unparse(node)))
+    assert found <= NOT_RESULTS, sorted(found - NOT_RESULTS)

@@ -46,7 +46,7 @@ def modelled_steps(record: Run, ratio: float, batch_size: int) -> float:
 
 
 @dataclasses.dataclass(frozen=True)
-class Spread:
+class Spread(results_io.Record):
     """The median, min and max of some values, and the values."""
 
     median: float

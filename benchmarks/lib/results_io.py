@@ -125,6 +125,65 @@ def _read(kind, value):
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class Machine(Record):
+    """The host a results file (or one of its runs) was written on (:func:`machine`)."""
+
+    cpu: str
+    cores: int
+    memory_gib: Optional[float]
+    os: str
+    python: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Versions(Record):
+    """The versions of the libraries the figures depend on (:func:`versions`); Keras where it was installed."""
+
+    OMITTED_WHEN_NONE = ("keras",)
+
+    echoing: str
+    tensorflow: str
+    numpy: str
+    keras: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Header(Record):
+    """What every results document says of itself besides its settings and results (:func:`write_results`)."""
+
+    schema_version: int
+    benchmark: str
+    created: str
+    command: str
+    machine: Machine
+    versions: Versions
+
+
+@dataclasses.dataclass(frozen=True)
+class Stamp:
+    """The command and host one record of a results file's ``runs`` was stamped with (``None`` where it was not)."""
+
+    command: Optional[str]
+    machine: Optional[Machine]
+
+
+def header(document: dict) -> Header:
+    """A results document's header."""
+    return Header.from_record({field.name: document[field.name] for field in dataclasses.fields(Header)})
+
+
+def stamps(document: dict) -> list[Stamp]:
+    """The stamps of a results file's ``runs``, for the files that grow one run at a time (:class:`ResultsFile`); else none.
+
+    >>> stamps({"results": {"runs": [{"command": "python -m x", "value": 1}, {"value": 2}]}})
+    [Stamp(command='python -m x', machine=None), Stamp(command=None, machine=None)]
+    """
+    runs = document["results"].get("runs", []) if isinstance(document["results"], dict) else []
+    return [Stamp(run.get("command"), Machine.from_record(run["machine"]) if "machine" in run else None)
+            for run in runs if isinstance(run, dict)]
+
+
 def add_output_dir_argument(parser) -> None:
     """The ``--output-dir`` option every benchmark takes, with the same default and help."""
     parser.add_argument(
