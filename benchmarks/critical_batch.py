@@ -38,7 +38,7 @@ import tensorflow as tf
 import echoing
 from benchmarks.lib import results_io
 from benchmarks.lib.step_times import StepTimes
-from benchmarks.lib.tasks import Task, TaskSettings, task_for
+from benchmarks.lib.tasks import DataOptions, RunSpec, Task, TaskSettings, task_for
 from benchmarks.lib.run_records import CurvePoint
 from benchmarks.lib.training import train_to_target
 from pipelines import image
@@ -198,6 +198,11 @@ def task_at(settings: CriticalBatchSettings, batch_size: int) -> Task:
     ))
 
 
+def data_of(settings: CriticalBatchSettings, cache_dir: Optional[str]) -> DataOptions:
+    """The embedded data every run of the experiment reads."""
+    return DataOptions(source=None, cache_dir=cache_dir, num_train_examples=settings.num_train_examples)
+
+
 class NoiseScaleMeter:
     """Measures ``B_simple`` every N steps of a custom loop, before the step updates the weights.
 
@@ -238,9 +243,8 @@ def train_at_batch_size(settings: CriticalBatchSettings, batch_size: int, seed: 
     """
     task = task_at(settings, batch_size)
     meter = NoiseScaleMeter(settings.noise_every_steps, settings.num_microbatches)
-    trained = train_to_target(task, "none", 1.0, 0, seed=seed, cache_dir=cache_dir,
-                              num_train_examples=settings.num_train_examples, before_step=meter,
-                              log=lambda line: None)
+    spec = RunSpec(task, "none", 1.0, 0, seed, read_rate=None, data=data_of(settings, cache_dir))
+    trained = train_to_target(spec, before_step=meter, log=lambda line: None)
     reached = trained.reached
     smoothed = [m.b_simple_smoothed for m in meter.measurements if not math.isnan(m.b_simple_smoothed)]
     seconds = trained.seconds if reached else trained.curve[-1].seconds
@@ -298,7 +302,7 @@ def measure_overhead(settings: CriticalBatchSettings, *, batch_size: int = 128, 
     task = task_at(settings, batch_size)
     keras.utils.set_random_seed(0)
     model = task.build_model()
-    config = task.pipeline_config("none", 1.0, 0, 0, cache_dir=cache_dir, num_train_examples=settings.num_train_examples)
+    config = RunSpec(task, "none", 1.0, 0, 0, read_rate=None, data=data_of(settings, cache_dir)).pipeline_config()
     in_memory = image.train_dataset(config).take(16).cache().repeat()
     list(in_memory.take(16))  # Fill the cache before timing.
     callback = echoing.NoiseScaleCallback(every_n_steps=settings.noise_every_steps,

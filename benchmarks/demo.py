@@ -41,7 +41,7 @@ import tensorflow as tf
 from echoing import EchoPoint
 from benchmarks.lib import replay, results_io
 from benchmarks.lib.run_records import CurvePoint, PipelineMeasure
-from benchmarks.lib.tasks import TASKS, Task
+from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec, Task
 from benchmarks.lib.training import train_to_target
 
 
@@ -119,13 +119,11 @@ def demo_task(config: DemoConfig, *, quick: bool = False) -> Task:
 
 @dataclasses.dataclass(frozen=True)
 class Training:
-    """One run to train to the target: its placement, factor and echo shuffle, or AutoEcho's schedule."""
+    """One run to train to the target: its settings, and AutoEcho's schedule of factors (``None`` for a fixed factor)."""
 
     name: str
-    placement: EchoPoint
-    factor: float
-    echo_shuffle: int
-    schedule: Optional[list] = None
+    spec: RunSpec
+    schedule: Optional[Sequence[float]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,13 +233,6 @@ def typed(document: dict) -> tuple[DemoSettings, DemoResults]:
     return results_io.typed(document, DemoSettings, DemoResults)
 
 
-def train(config: DemoConfig, training: Training, *, quick: bool, cache_dir=None, log=print) -> dict:
-    """Trains one run to the target (:func:`benchmarks.lib.training.train_to_target`)."""
-    return train_to_target(demo_task(config, quick=quick), training.placement, training.factor, training.echo_shuffle,
-                           seed=config.seed, factor_schedule=training.schedule, cache_dir=cache_dir,
-                           num_train_examples=config.num_train_examples, log=log)
-
-
 def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -> DemoResults:
     """Runs the main job; returns its results.
 
@@ -249,11 +240,13 @@ def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -
     """
     started = time.perf_counter()
     task = demo_task(config, quick=quick)
-    options = dict(cache_dir=cache_dir, num_train_examples=config.num_train_examples)
+    data = DataOptions(source=None, cache_dir=cache_dir, num_train_examples=config.num_train_examples)
     shuffle = config.echo_shuffle_batches * task.settings.batch_size
+    baseline = RunSpec(task, EchoPoint.NONE.value, 1.0, 0, config.seed, read_rate=None, data=data)
+    echoed = dataclasses.replace(baseline, placement=task.default_point, factor=config.max_factor, echo_shuffle=shuffle)
     # The embedded data is generated once and cached: reading a batch of each split first
     # keeps its generation out of every measurement, and its time is reported apart.
-    prepared = task.pipeline_config("none", 1.0, 0, config.seed, **options)
+    prepared = baseline.pipeline_config()
     task.eval_batches(prepared)
     next(iter(task.train_dataset(prepared)))
     data_seconds = time.perf_counter() - started
@@ -261,40 +254,39 @@ def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -
     # The image pipeline's read is smooth: 60 batches read the nominal R (4.00 in
     # benchmarks/results/demo.json), where the text pipeline's lumps need the default 200.
     pipeline = replay.measure_pipeline(task, ratio=config.ratio, step_seconds=config.step_seconds, seed=config.seed,
-                                       max_factor=config.max_factor, echo_shuffle=shuffle, batches=60, **options)
+                                       max_factor=config.max_factor, echo_shuffle=shuffle, data=data, batches=60)
     log(f"  measured R {pipeline.measured_ratio:.2f}; the pipeline's own CPU work at e={config.max_factor:g} is "
         f"{pipeline.cpu_share_of_step:.0%} of the step")
 
     log("AutoEcho on the modelled host")
     factor = tf.Variable(1.0, dtype=tf.float64)
     controller = replay.auto_echo_controller(task, task.default_point, config.max_factor)
-    auto_pipeline = task.pipeline_config(task.default_point, factor, shuffle, config.seed, read_rate=pipeline.read_rate, **options)
+    auto_pipeline = dataclasses.replace(echoed, factor=factor, read_rate=pipeline.read_rate).pipeline_config()
     auto_timeline = replay.replay(task, auto_pipeline, steps=config.auto_echo_steps, step_seconds=config.step_seconds,
                                   controller=controller, factor=factor)
     held = next((d for d in controller.decisions if d.phase == "hold"), None)
     log(f"  {held}" if held else "  AutoEcho did not settle")
 
-    trainings = [Training("baseline", EchoPoint.NONE, 1.0, 0),
-                 Training("AutoEcho", task.default_point, config.max_factor, shuffle, auto_timeline.factors)]
+    trainings = [Training("baseline", baseline), Training("AutoEcho", echoed, auto_timeline.factors)]
     if config.fixed_factor is not None:
-        trainings.append(Training(f"e={config.fixed_factor:g}", task.default_point, config.fixed_factor, shuffle))
+        trainings.append(Training(f"e={config.fixed_factor:g}", dataclasses.replace(echoed, factor=config.fixed_factor)))
     runs = []
     for training in trainings:
         log(f"Training {training.name} to accuracy {config.target:g}")
-        trained = train(config, training, quick=quick, cache_dir=cache_dir, log=log)
+        trained = train_to_target(training.spec, factor_schedule=training.schedule, log=log)
         auto = training.schedule is not None
         seconds = step_times = None
         if trained.reached:
             timeline = auto_timeline if auto else None
             if timeline is None:
                 log(f"Replaying {training.name} for its {trained.steps} steps")
-                run_config = task.pipeline_config(training.placement, training.factor, training.echo_shuffle,
-                                                  config.seed, read_rate=pipeline.read_rate, **options)
+                run_config = dataclasses.replace(training.spec, read_rate=pipeline.read_rate).pipeline_config()
                 timeline = replay.replay(task, run_config, steps=trained.steps, step_seconds=config.step_seconds)
             if trained.steps <= len(timeline.seconds):
                 seconds, step_times = timeline.seconds[trained.steps - 1], timeline.seconds
-        runs.append(DemoRun(training.name, training.placement, None if auto else training.factor,
-                            training.factor if auto else None, training.echo_shuffle, trained.reached, trained.steps,
+        spec = training.spec
+        runs.append(DemoRun(training.name, EchoPoint(spec.placement), None if auto else spec.factor,
+                            spec.factor if auto else None, spec.echo_shuffle, trained.reached, trained.steps,
                             trained.fresh_examples, seconds, trained.realised_factor, trained.curve, step_times))
     choice = AutoEchoChoice(held_factor=held.factor if held else None, held_from_step=held.step if held else None,
                             decisions=tuple(str(d) for d in controller.decisions))

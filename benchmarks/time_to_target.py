@@ -44,7 +44,7 @@ import echoing
 from benchmarks.lib import replay, reporting, results_io, wallclock
 from benchmarks.lib.run_records import (MODES, AutoEchoRun, AutoEchoTimeline, PipelineMeasure, Rates, Run, RunConfig,
                                         SampleRun, TaskSettingsRecord, TimedRun, TimeToTargetSettings, read_run)
-from benchmarks.lib.tasks import TASKS, Task
+from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec, Task
 from benchmarks.lib.training import train_to_target
 
 
@@ -176,14 +176,21 @@ def planned_wallclock_runs(plan: BenchmarkPlan, tasks: dict) -> list[RunConfig]:
     return runs
 
 
-def run_sample(run: RunConfig, task: Task, options: dict, log) -> SampleRun:
-    trained = train_to_target(task, run.placement, run.factor, run.echo_shuffle, seed=run.seed, log=log, **options)
+def spec_of(run: RunConfig, task: Task, data: DataOptions, *, read_rate: Optional[float] = None,
+            factor=None) -> RunSpec:
+    """The settings one run's task, pipeline and loop read; ``factor`` (AutoEcho's variable, say) replaces the run's."""
+    return RunSpec(task, run.placement, run.factor if factor is None else factor, run.echo_shuffle, run.seed,
+                   read_rate=read_rate, data=data)
+
+
+def run_sample(run: RunConfig, task: Task, data: DataOptions, log) -> SampleRun:
+    trained = train_to_target(spec_of(run, task, data), log=log)
     return SampleRun(config=run, target=task.settings.target, reached=trained.reached, steps=trained.steps,
                      fresh_examples=trained.fresh_examples, seconds=trained.seconds,
                      realised_factor=trained.realised_factor, curve=trained.curve, command=results_io.command_line())
 
 
-def run_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, options: dict,
+def run_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, data: DataOptions,
                log) -> Optional[Run]:
     """One replay; ``None`` (skipped) when the same seed's sample run is missing."""
     of = {"task": run.task, "ratio": run.ratio, "seed": run.seed, "step_seconds": plan.step_seconds}
@@ -191,26 +198,26 @@ def run_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results
     echo_shuffle = echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches))
     measured = PipelineMeasure.from_record(results.measure_once("pipelines", of, lambda: replay.measure_pipeline(
         task, ratio=run.ratio, step_seconds=plan.step_seconds, seed=run.seed, max_factor=max(plan.replay_factors),
-        echo_shuffle=echo_shuffle, **options).record()))
+        echo_shuffle=echo_shuffle, data=data).record()))
     log(f"  {label}: measured R {measured.measured_ratio:.2f}, pipeline CPU "
         f"{measured.cpu_share_of_step:.0%} of the step at e={max(plan.replay_factors):g}")
     step = StepModel(step_seconds=plan.step_seconds, unit_seconds=plan.step_seconds)
-    return run_timed(run, task, results, measured, step, options, log, train=not plan.time_only)
+    return run_timed(run, task, results, measured, step, data, log, train=not plan.time_only)
 
 
-def run_wallclock(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, options: dict,
+def run_wallclock(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, data: DataOptions,
                   log) -> Optional[Run]:
     """The replay with a real training step on this CPU, the read throttled for R under load."""
     label = f"{run.task} R={run.ratio:g}"
     echo_shuffle = echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches))
     # Calibrated once per task and R (seed 0's data order): the rates do not depend on the seed.
     measured = Rates.from_record(results.measure_once("rates", {"task": run.task, "ratio": run.ratio}, lambda: wallclock.calibrate(
-        task, ratio=run.ratio, seed=0, max_factor=max(plan.replay_factors), echo_shuffle=echo_shuffle, **options).record()))
+        task, ratio=run.ratio, seed=0, max_factor=max(plan.replay_factors), echo_shuffle=echo_shuffle, data=data).record()))
     log(f"  {label}: read {measured.read_rate:.0f} examples/s, R under load {measured.measured_ratio:.2f}"
         f" (step alone {measured.step_seconds_alone * 1e3:.0f} ms)")
-    step = StepModel(train_step=wallclock.warmed_up_train_step(task, run.seed, **options),
+    step = StepModel(train_step=wallclock.warmed_up_train_step(task, run.seed, data),
                      unit_seconds=measured.rounds[-1].step_seconds_saturated)
-    return run_timed(run, task, results, measured, step, options, log, train=not plan.time_only)
+    return run_timed(run, task, results, measured, step, data, log, train=not plan.time_only)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,18 +239,17 @@ def measured_fields(measured: Union[PipelineMeasure, Rates]) -> dict:
 
 
 def run_timed(run: RunConfig, task: Task, results: results_io.ResultsFile, measured: Union[PipelineMeasure, Rates],
-              step: StepModel, options: dict, log, *, train: bool = True) -> Optional[Run]:
+              step: StepModel, data: DataOptions, log, *, train: bool = True) -> Optional[Run]:
     """A fixed factor timed for the steps its sample run needed; ``None`` without that run."""
     if run.auto_echo:
-        return run_auto_echo_timed(run, task, results, measured, step, options, log, train=train)
+        return run_auto_echo_timed(run, task, results, measured, step, data, log, train=train)
     sample = find_sample(runs_of(results), run)
     if sample is None:
         log(f"  skipped: no sample run for {run.describe()}")
         return None
     seconds = startup_seconds = seconds_in_steps = None
     if sample.reached:
-        config = task.pipeline_config(run.placement, run.factor, run.echo_shuffle, run.seed,
-                                      read_rate=measured.read_rate, **options)
+        config = spec_of(run, task, data, read_rate=measured.read_rate).pipeline_config()
         timeline = replay.replay(task, config, steps=sample.steps, step_seconds=step.step_seconds,
                                  train_step=step.train_step)
         seconds, startup_seconds = timeline.seconds[-1], timeline.startup_seconds
@@ -271,7 +277,7 @@ def auto_echo_replay_steps(task: Task, records: list[Run], run: RunConfig) -> in
 
 
 def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsFile,
-                        measured: Union[PipelineMeasure, Rates], step: StepModel, options: dict, log, *,
+                        measured: Union[PipelineMeasure, Rates], step: StepModel, data: DataOptions, log, *,
                         train: bool = True) -> Optional[AutoEchoRun]:
     """AutoEcho timed on the pipeline, then its choices trained on to find the crossing.
 
@@ -281,8 +287,7 @@ def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsF
     """
     def timed() -> dict:
         factor = tf.Variable(1.0, dtype=tf.float64)
-        config = task.pipeline_config(run.placement, factor, run.echo_shuffle, run.seed, read_rate=measured.read_rate,
-                                      **options)
+        config = spec_of(run, task, data, read_rate=measured.read_rate, factor=factor).pipeline_config()
         controller = replay.auto_echo_controller(task, run.placement, run.max_factor)
         timeline = replay.replay(task, config, steps=auto_echo_replay_steps(task, runs_of(results), run),
                                  step_seconds=step.step_seconds, train_step=step.train_step, controller=controller,
@@ -301,8 +306,8 @@ def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsF
         if timeline.held_factor else "  AutoEcho never held a factor")
     if not train:
         return None
-    trained = train_to_target(task, run.placement, run.max_factor, run.echo_shuffle, seed=run.seed,
-                              factor_schedule=timeline.factors, log=log, **options)
+    trained = train_to_target(spec_of(run, task, data, factor=run.max_factor), factor_schedule=timeline.factors,
+                              log=log)
     seconds = seconds_in_steps = None
     if trained.reached and trained.steps > len(timeline.seconds):
         log(f"  reached at step {trained.steps}, after the {len(timeline.seconds)} replayed: not timed")
@@ -326,7 +331,7 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
     settings = TimeToTargetSettings({name: TaskSettingsRecord(**dataclasses.asdict(task.settings))
                                      for name, task in tasks.items()})
     results = results_io.ResultsFile(output, settings.record(), key=lambda record: read_run(record).config)
-    options = dict(source=source, cache_dir=cache_dir, num_train_examples=plan.num_train_examples)
+    data = DataOptions(source=source, cache_dir=cache_dir, num_train_examples=plan.num_train_examples)
     started = time.perf_counter()
     stages = [("sample", lambda: planned_sample_runs(plan, tasks)),
               ("replay", lambda: planned_replay_runs(plan, tasks, runs_of(results))),
@@ -341,11 +346,11 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
             log(f"[{mode} {index}/{len(runs)}] {run.describe()}  ({(time.perf_counter() - started) / 60:.0f} min so far)")
             task = tasks[run.task]
             if mode == "sample":
-                record = run_sample(run, task, options, log)
+                record = run_sample(run, task, data, log)
             elif mode == "replay":
-                record = run_replay(run, task, plan, results, options, log)
+                record = run_replay(run, task, plan, results, data, log)
             else:
-                record = run_wallclock(run, task, plan, results, options, log)
+                record = run_wallclock(run, task, plan, results, data, log)
             if record is not None:
                 results.add(record.record())
     return results

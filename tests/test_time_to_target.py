@@ -12,7 +12,7 @@ from benchmarks.lib.reporting import Measure
 from benchmarks.lib.run_records import (AutoEchoRun, CurvePoint, MeasuredPipeline, MeasuredRates, PipelineMeasure,
                                         PipelineOf, RateRound, Rates, RatesOf, RunConfig, SampleRun, TimedRun,
                                         TimeToTargetResults, read_run)
-from benchmarks.lib.tasks import TASKS
+from benchmarks.lib.tasks import EMBEDDED, TASKS, DataOptions, RunSpec
 from benchmarks.lib.training import crossing, fresh_examples, scheduled_fresh_examples
 
 TINY_TASKS = {
@@ -40,6 +40,24 @@ def finished(tmp_path_factory):
     timed_only = json.loads(output.read_text())
     T.run_plan(replays, output, TINY_TASKS, log=lines.append)
     return output, plan, lines, timed_only
+
+
+def run_spec(task, placement, factor, echo_shuffle, *, cache_dir=None, num_train_examples=None):
+    return RunSpec(task, placement, factor, echo_shuffle, seed=0, read_rate=None,
+                   data=DataOptions(source=None, cache_dir=cache_dir, num_train_examples=num_train_examples))
+
+
+def test_a_run_spec_refuses_bad_settings_by_name():
+    task = TINY_TASKS["resnet"]
+    for changes, message in (({"placement": "nowhere"}, "placement: expected one of"), ({"factor": 0.5}, "factor: expected"),
+                             ({"echo_shuffle": -1}, "echo_shuffle: expected an int >= 0, got -1"),
+                             ({"read_rate": 0.0}, "read_rate: expected a positive number")):
+        with pytest.raises(ValueError, match=message):
+            dataclasses.replace(run_spec(task, "before_augment", 2.0, 0), **changes)
+    baseline = run_spec(task, "none", 1.0, 0).echo_config()
+    assert (baseline.placement, baseline.factor) == (task.default_point, 1.0)  # The baseline counts as e = 1.
+    with pytest.raises(ValueError, match="spec: a run of"):
+        TINY_TASKS["transformer"].pipeline_config(run_spec(task, "none", 1.0, 0))
 
 
 def results_of(output) -> TimeToTargetResults:
@@ -107,7 +125,7 @@ def test_a_run_that_never_meets_the_target_is_not_reached(tmp_path):
     task = TINY_TASKS["resnet"].with_settings(target=1.01, budget_steps=4)
     from benchmarks.lib.training import train_to_target
 
-    record = train_to_target(task, "none", 1.0, 0, seed=0, num_train_examples=1000, log=lambda line: None)
+    record = train_to_target(run_spec(task, "none", 1.0, 0, num_train_examples=1000), log=lambda line: None)
     assert not record.reached and record.steps is None and record.fresh_examples is None
     assert [p.step for p in record.curve] == [2, 4]
 
@@ -348,7 +366,7 @@ def test_calibration_corrects_the_throttle_until_r_under_load_is_the_nominal_one
     monkeypatch.setattr(wallclock.echoing, "measure_ratio",
                         lambda *a, **k: type("M", (), {"downstream_seconds": step_alone})())
     measured = wallclock.calibrate(TINY_TASKS["resnet"], ratio=4, seed=0, max_factor=8, echo_shuffle=0, rounds=1,
-                                   num_train_examples=1000, cache_dir=str(tmp_path))
+                                   data=DataOptions(None, str(tmp_path), 1000))
     first, last = measured.rounds
     assert first.measured_ratio == pytest.approx(4 * step_alone / step_loaded)  # 3.2: R set from the step alone.
     assert last.measured_ratio == pytest.approx(4.0) and measured.measured_ratio == pytest.approx(4.0)
@@ -359,7 +377,7 @@ def test_calibration_needs_a_factor_above_the_nominal_r():
     from benchmarks.lib import wallclock
 
     with pytest.raises(ValueError, match="max_factor: expected more than the nominal R 4, got 4"):
-        wallclock.calibrate(TINY_TASKS["resnet"], ratio=4, seed=0, max_factor=4, echo_shuffle=0)
+        wallclock.calibrate(TINY_TASKS["resnet"], ratio=4, seed=0, max_factor=4, echo_shuffle=0, data=EMBEDDED)
 
 
 @pytest.mark.slow
@@ -386,7 +404,7 @@ def test_wallclock_mode_calibrates_r_under_load_and_times_fixed_factors_and_auto
 def test_a_replay_takes_exactly_one_kind_of_step(tmp_path):
     from benchmarks.lib import replay
 
-    config = TINY_TASKS["resnet"].pipeline_config("none", 1.0, 0, 0, num_train_examples=1000, cache_dir=str(tmp_path))
+    config = run_spec(TINY_TASKS["resnet"], "none", 1.0, 0, num_train_examples=1000, cache_dir=str(tmp_path)).pipeline_config()
     for kinds in ({}, {"step_seconds": 0.01, "train_step": lambda batch: None}):
         with pytest.raises(ValueError, match="step_seconds and train_step: give exactly one"):
             replay.replay(TINY_TASKS["resnet"], config, steps=1, **kinds)
@@ -434,13 +452,13 @@ def test_a_timeline_recorded_with_another_law_is_refused(finished, tmp_path):
 
 def test_a_tasks_pipeline_settings_reach_its_pipeline_config(tmp_path):
     task = TINY_TASKS["transformer"].with_settings(pipeline={"max_record_bytes": 4096})
-    config = task.pipeline_config("example", 2.0, 8, 0, cache_dir=str(tmp_path))
+    config = run_spec(task, "example", 2.0, 8, cache_dir=str(tmp_path)).pipeline_config()
     assert config.max_record_bytes == 4096 and config.batch_size == 4
     plain = TINY_TASKS["transformer"].with_settings(pipeline={})
-    assert plain.pipeline_config("none", 1.0, 0, 0).max_record_bytes is None
+    assert run_spec(plain, "none", 1.0, 0).pipeline_config().max_record_bytes is None
 
 
 def test_a_tasks_pipeline_settings_cannot_override_what_every_run_sets():
     task = TINY_TASKS["transformer"].with_settings(pipeline={"seed": 3})
     with pytest.raises(ValueError, match="pipeline: 'seed' is set by every run"):
-        task.pipeline_config("none", 1.0, 0, 0)
+        run_spec(task, "none", 1.0, 0).pipeline_config()

@@ -25,10 +25,11 @@ per batch at the highest e stays well below ``step_seconds`` (checked and record
 Example (a few steps of a tiny pipeline):
 
 >>> import tempfile
->>> from benchmarks.lib.tasks import TASKS
+>>> from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec
 >>> task = TASKS["resnet"].with_settings(batch_size=8)
->>> config = task.pipeline_config("before_augment", 2.0, 0, seed=0, num_train_examples=300,
-...                               cache_dir=tempfile.mkdtemp(), read_rate=8 / (2 * 0.01))
+>>> data = DataOptions(source=None, cache_dir=tempfile.mkdtemp(), num_train_examples=300)
+>>> spec = RunSpec(task, "before_augment", 2.0, 0, seed=0, read_rate=8 / (2 * 0.01), data=data)
+>>> config = spec.pipeline_config()
 >>> timeline = replay(task, config, steps=6, step_seconds=0.01)
 >>> len(timeline.seconds), timeline.seconds[-1] > 6 * 0.01
 (6, True)
@@ -36,6 +37,7 @@ Example (a few steps of a tiny pipeline):
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from typing import Callable, Optional
@@ -45,7 +47,7 @@ import tensorflow as tf
 import echoing
 from benchmarks.lib.lifecycles import fill_unthrottled, release_in_background
 from benchmarks.lib.run_records import PipelineMeasure, Timeline
-from benchmarks.lib.tasks import Task
+from benchmarks.lib.tasks import DataOptions, RunSpec, Task
 
 
 def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = None,
@@ -137,7 +139,7 @@ def seconds_per_batch(task: Task, config, *, batches: int = 40, warmup: int = 5)
 
 
 def measure_pipeline(task: Task, *, ratio: float, step_seconds: float, seed: int, max_factor: float,
-                     echo_shuffle: int, batches: int = 200, **pipeline_options) -> PipelineMeasure:
+                     echo_shuffle: int, data: DataOptions, batches: int = 200) -> PipelineMeasure:
     """The throttle for a nominal R, the R it gives, and the pipeline's own CPU work.
 
     Returns a :class:`benchmarks.lib.run_records.PipelineMeasure`: ``read_rate`` (examples per second), ``measured_ratio`` (seconds per batch of
@@ -148,15 +150,15 @@ def measure_pipeline(task: Task, *, ratio: float, step_seconds: float, seed: int
     """
     batch = task.settings.batch_size
     read_rate = batch / (ratio * step_seconds)
-    throttled = task.pipeline_config("none", 1.0, 0, seed, read_rate=read_rate, **pipeline_options)
+    echoed = RunSpec(task, task.default_point, max_factor, echo_shuffle, seed, read_rate=None, data=data)
+    throttled = dataclasses.replace(echoed.baseline(), read_rate=read_rate).pipeline_config()
     # By default a longer window than the 40 batches the ResNet records were measured over
     # (they read the nominal R): the text pipeline admits whole documents, so its rate is
     # lumpy. Even 200 batches swing for it (1.30-1.66 at a nominal 2, `pipelines` in
     # benchmarks/results/time_to_target.json); reporting.replay_table also gives the R of
     # the baseline's whole run.
     upstream = seconds_per_batch(task, throttled, batches=batches, warmup=20)
-    echoed = task.pipeline_config(task.default_point, max_factor, echo_shuffle, seed, **pipeline_options)
-    cpu = statistics.median(seconds_per_batch(task, echoed) for _ in range(3))
+    cpu = statistics.median(seconds_per_batch(task, echoed.pipeline_config()) for _ in range(3))
     return PipelineMeasure(ratio=ratio, step_seconds=step_seconds, read_rate=read_rate,
                            upstream_seconds_per_batch=upstream, measured_ratio=upstream / step_seconds,
                            cpu_seconds_per_batch=cpu, cpu_share_of_step=cpu / step_seconds,

@@ -3,6 +3,9 @@
 A :class:`Task` holds everything the time-to-target, replay, AutoEcho and critical-batch
 benchmarks need to know about one workload, so that none of them copies another's wiring.
 Its echo points come from the pipeline module (``ECHO_POINTS``), not from a list kept here.
+One run's settings are a :class:`RunSpec`, built once by the experiment and read by the
+task (:meth:`Task.pipeline_config`), the pipeline and the loop
+(:func:`benchmarks.lib.training.train_to_target`).
 
 Example (a tiny ResNet run's pieces; the embedded data is generated on first use):
 
@@ -10,9 +13,9 @@ Example (a tiny ResNet run's pieces; the embedded data is generated on first use
 >>> task = TASKS["resnet"].with_settings(batch_size=8, eval_examples=16, model={"depth": 8, "width": 4})
 >>> task.placements
 ('none', 'before_augment', 'after_augment', 'after_batch')
->>> config = task.pipeline_config("before_augment", 2.0, 16, seed=0, num_train_examples=300,
-...                               cache_dir=tempfile.mkdtemp())
->>> images, labels = next(iter(task.train_dataset(config)))
+>>> data = DataOptions(source=None, cache_dir=tempfile.mkdtemp(), num_train_examples=300)
+>>> spec = RunSpec(task, "before_augment", 2.0, 16, seed=0, read_rate=None, data=data)
+>>> images, labels = next(iter(task.train_dataset(spec.pipeline_config())))
 >>> images.shape.as_list(), task.reached(0.9), task.reached(0.1)
 ([8, 32, 32, 3], True, False)
 """
@@ -145,29 +148,25 @@ class Task(abc.ABC):
                       jit_compile=jit)
         return model
 
-    def pipeline_config(self, placement: str, factor, echo_shuffle: int, seed: int, *, read_rate: Optional[float] = None,
-                        source: Optional[str] = None, cache_dir: Optional[str] = None,
-                        num_train_examples: Optional[int] = None):
-        """The training pipeline's config.
+    def pipeline_config(self, spec: "RunSpec"):
+        """The training pipeline's config for one run of this task.
 
-        The baseline (``placement="none"``) gets an e=1 stage at the default point, so that
-        every run counts fresh examples the same way. ``read_rate`` is in examples per
-        second for both tasks (the text pipeline throttles bytes: one example is one
-        sequence); the config holds it as a :class:`pipelines.slow_storage.RateLimiter` of
-        its own, so that a caller can lift it for the buffers' fill (:func:`fill_unthrottled`).
+        ``spec.read_rate`` is in examples per second for both tasks (the text pipeline
+        throttles bytes: one example is one sequence); the config holds it as a
+        :class:`pipelines.slow_storage.RateLimiter` of its own, so that a caller can lift
+        it for the buffers' fill (:func:`fill_unthrottled`).
         """
-        if placement == NONE:
-            echo = EchoConfig(self.default_point, 1.0)
-        else:
-            echo = EchoConfig(placement, factor, echo_shuffle)
+        if spec.task is not self:
+            raise ValueError(f"spec: a run of {spec.task!r}, not of {self!r}")
         s = self.settings
-        limiter = RateLimiter(read_rate * self._read_units_per_example()) if read_rate is not None else None
-        common = dict(batch_size=s.batch_size, echo=echo, seed=seed, repeat=True, cache_dir=cache_dir, read_rate=limiter)
+        limiter = RateLimiter(spec.read_rate * self._read_units_per_example()) if spec.read_rate is not None else None
+        common = dict(batch_size=s.batch_size, echo=spec.echo_config(), seed=spec.seed, repeat=True,
+                      cache_dir=spec.data.cache_dir, read_rate=limiter)
         clash = sorted(set(s.pipeline) & set(common))
         if clash:
             raise ValueError(f"pipeline: {clash[0]!r} is set by every run, not by the task's settings; got "
                              f"pipeline={s.pipeline!r}")
-        return self._pipeline_config({**common, **s.pipeline}, source, num_train_examples)
+        return self._pipeline_config({**common, **s.pipeline}, spec.data.source, spec.data.num_train_examples)
 
     def train_dataset(self, config, stats=None):
         return self.pipeline.train_dataset(config, stats=stats)
@@ -212,6 +211,90 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def _metric(self, total: float, count: int) -> float:
         """The metric from the summed terms."""
+
+@dataclasses.dataclass(frozen=True)
+class DataOptions:
+    """Where a run's data comes from.
+
+    Attributes:
+      source: a tfds source instead of the embedded data (``None``: the embedded data).
+      cache_dir: the embedded data's cache (``None``: the pipelines' default).
+      num_train_examples: embedded training examples (``None``: the pipeline's default).
+    """
+
+    source: Optional[str]
+    cache_dir: Optional[str]
+    num_train_examples: Optional[int]
+
+
+# The embedded data, at its defaults.
+EMBEDDED = DataOptions(source=None, cache_dir=None, num_train_examples=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One run's settings, built once by an experiment and read by the task, the pipeline and the loop.
+
+    Attributes:
+      task: the :class:`Task`.
+      placement: an echo point of the task, or ``"none"`` (the baseline).
+      factor: the echo factor (>= 1), or the ``tf.Variable`` a controller or a schedule sets.
+      echo_shuffle: the echo shuffle buffer, in elements of the echo stage (>= 0).
+      seed: seeds data order, augmentation, echo and initial weights.
+      read_rate: the read's throttle in examples per second (> 0), or ``None`` for none.
+      data: the :class:`DataOptions`.
+
+    Raises:
+      ValueError: naming the setting, for a placement the task has not, a factor below
+        1, a negative echo shuffle or a read rate that is not positive.
+    """
+
+    task: "Task"
+    placement: str
+    factor: object
+    echo_shuffle: int
+    seed: int
+    read_rate: Optional[float]
+    data: DataOptions
+
+    def __post_init__(self):
+        if self.placement not in self.task.placements:
+            raise ValueError(f"placement: expected one of {self.task.placements}, got {self.placement!r}")
+        if isinstance(self.factor, (int, float)) and not self.factor >= 1:
+            raise ValueError(f"factor: expected a number >= 1 or a tf.Variable, got {self.factor!r}")
+        if not isinstance(self.echo_shuffle, int) or self.echo_shuffle < 0:
+            raise ValueError(f"echo_shuffle: expected an int >= 0, got {self.echo_shuffle!r}")
+        if self.read_rate is not None and not self.read_rate > 0:
+            raise ValueError(f"read_rate: expected a positive number of examples per second or None, got {self.read_rate!r}")
+        if not isinstance(self.data, DataOptions):
+            raise ValueError(f"data: expected a DataOptions, got {self.data!r}")
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.placement == NONE
+
+    def echo_config(self) -> EchoConfig:
+        """The echo stage the pipeline builds.
+
+        The baseline echoes at e = 1 at the task's default point (a stage that repeats
+        nothing), so that every run, the baseline too, counts its fresh examples through
+        one :class:`echoing.EchoStats` in the same place.
+        """
+        if self.is_baseline:
+            return EchoConfig(self.task.default_point, 1.0)
+        return EchoConfig(self.placement, self.factor, self.echo_shuffle)
+
+    def pipeline_config(self):
+        """The pipeline's config for this run (:meth:`Task.pipeline_config`)."""
+        return self.task.pipeline_config(self)
+
+    def baseline(self) -> "RunSpec":
+        """The same run without echo."""
+        return dataclasses.replace(self, placement=NONE, factor=1.0, echo_shuffle=0)
+
+    def unthrottled(self) -> "RunSpec":
+        return dataclasses.replace(self, read_rate=None)
+
 
 class ImageTask(Task):
     """The ResNet on images: accuracy, higher is better; the read is throttled in records."""

@@ -20,17 +20,19 @@ shares the CPU with training, so these seconds are not a wall-clock result; the 
 Example (a tiny run; the target is met at once):
 
 >>> import tempfile
->>> from benchmarks.lib.tasks import TASKS
+>>> from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec
 >>> task = TASKS["resnet"].with_settings(batch_size=8, budget_steps=6, eval_every=2, eval_examples=16,
 ...                                      target=0.0, model={"depth": 8, "width": 4})
->>> record = train_to_target(task, "before_augment", 2.0, 0, seed=0, num_train_examples=300,
-...                          cache_dir=tempfile.mkdtemp(), log=lambda line: None)
+>>> data = DataOptions(source=None, cache_dir=tempfile.mkdtemp(), num_train_examples=300)
+>>> record = train_to_target(RunSpec(task, "before_augment", 2.0, 0, seed=0, read_rate=None, data=data),
+...                          log=lambda line: None)
 >>> record.reached, record.steps, record.fresh_examples
 (True, 2, 8.0)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable, Optional, Sequence
 
@@ -40,7 +42,7 @@ import tensorflow as tf
 import echoing
 from benchmarks.lib.lifecycles import release_in_background
 from benchmarks.lib.run_records import CurvePoint, Trained
-from benchmarks.lib.tasks import Task
+from benchmarks.lib.tasks import RunSpec, Task
 
 
 def fresh_examples(task: Task, placement: str, steps: int, factor: float) -> float:
@@ -62,20 +64,13 @@ def crossing(curve: Sequence[CurvePoint], task: Task) -> Optional[CurvePoint]:
     return None
 
 
-def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int, *, seed: int,
-                    read_rate: Optional[float] = None, factor_schedule: Optional[Sequence[float]] = None,
-                    source=None, cache_dir=None, num_train_examples=None,
+def train_to_target(spec: RunSpec, *, factor_schedule: Optional[Sequence[float]] = None,
                     before_step: Optional[Callable[[keras.Model, int, tuple], None]] = None,
                     log: Callable[[str], None] = print) -> Trained:
-    """Trains one configuration until the target is confirmed or the budget runs out.
+    """Trains one run until the target is confirmed or the budget runs out.
 
     Args:
-      task: the task.
-      placement: echo point, ``"none"`` for the baseline.
-      factor: echo factor (ignored with ``factor_schedule``).
-      echo_shuffle: echo shuffle buffer, in elements of the echo stage.
-      seed: seeds data order, augmentation, echo and initial weights.
-      read_rate: throttle of the read step (examples per second), ``None`` for none.
+      spec: the run (its factor is ignored with ``factor_schedule``).
       factor_schedule: the factor to run at step ``i`` (a run replayed from AutoEcho's
         choices); the echo stage then reads a variable set before every step.
       before_step: called as ``before_step(model, step, (inputs, targets))`` before each
@@ -87,15 +82,15 @@ def train_to_target(task: Task, placement: str, factor: float, echo_shuffle: int
       ``fresh_examples``, ``seconds`` (at the crossing, ``None`` if not reached),
       ``realised_factor`` and the evaluation ``curve``.
     """
+    task, placement = spec.task, spec.placement
     settings = task.settings
-    keras.utils.set_random_seed(seed)
+    keras.utils.set_random_seed(spec.seed)
     model = task.build_model()
     variable = None
     if factor_schedule is not None:
         variable = tf.Variable(float(factor_schedule[0]), dtype=tf.float64)
-    config = task.pipeline_config(placement, variable if variable is not None else factor, echo_shuffle, seed,
-                                  read_rate=read_rate, source=source, cache_dir=cache_dir,
-                                  num_train_examples=num_train_examples)
+        spec = dataclasses.replace(spec, factor=variable)
+    config = spec.pipeline_config()
     eval_batches = task.eval_batches(config)
     stats = echoing.EchoStats()
     source = [iter(task.train_dataset(config, stats=stats))]  # Its only reference: released below.

@@ -42,11 +42,11 @@ import tensorflow as tf
 import echoing
 from benchmarks.lib.lifecycles import fill_unthrottled
 from benchmarks.lib.run_records import RateRound, Rates
-from benchmarks.lib.tasks import Task
+from benchmarks.lib.tasks import DataOptions, RunSpec, Task
 
 
 def loaded_ratio(task: Task, model, *, read_rate: float, seed: int, max_factor: float, echo_shuffle: int, steps: int,
-                 settle: int, **pipeline_options) -> RateRound:
+                 settle: int, data: DataOptions) -> RateRound:
     """R under load at one throttle: training steps at e=1, then at ``max_factor``, in one pipeline.
 
     The pipeline echoes at the task's default point through a variable factor, as under
@@ -54,7 +54,7 @@ def loaded_ratio(task: Task, model, *, read_rate: float, seed: int, max_factor: 
     compiles and fills the buffers, the second drains batches echoed at the old factor).
     """
     factor = tf.Variable(1.0, dtype=tf.float64)
-    config = task.pipeline_config(task.default_point, factor, echo_shuffle, seed, read_rate=read_rate, **pipeline_options)
+    config = RunSpec(task, task.default_point, factor, echo_shuffle, seed, read_rate=read_rate, data=data).pipeline_config()
     iterator = iter(task.train_dataset(config))
 
     def seconds_per_step(count: int) -> float:
@@ -75,13 +75,13 @@ def loaded_ratio(task: Task, model, *, read_rate: float, seed: int, max_factor: 
                      measured_ratio=at_one / saturated)
 
 
-def warmed_up_train_step(task: Task, seed: int, **pipeline_options) -> Callable:
+def warmed_up_train_step(task: Task, seed: int, data: DataOptions) -> Callable:
     """A fresh model's ``train_on_batch``, compiled on one unthrottled batch so no timed step compiles.
 
     Only the step's cost matters here: the steps to target come from the sample run.
     """
     model = task.build_model()
-    batch = next(iter(task.train_dataset(task.pipeline_config("none", 1.0, 0, seed, **pipeline_options))))
+    batch = next(iter(task.train_dataset(RunSpec(task, "none", 1.0, 0, seed, read_rate=None, data=data).pipeline_config())))
     model.train_on_batch(*batch)
     return lambda batch: model.train_on_batch(*batch)
 
@@ -92,7 +92,7 @@ def next_read_rate(read_rate: float, measured_ratio: float, ratio: float) -> flo
 
 
 def calibrate(task: Task, *, ratio: float, seed: int, max_factor: float, echo_shuffle: int, steps: int = 30,
-              settle: int = 20, rounds: int = 1, **pipeline_options) -> Rates:
+              settle: int = 20, rounds: int = 1, data: DataOptions) -> Rates:
     """The throttle for R under load: a first guess from the step alone, then ``rounds`` corrections.
 
     Returns a :class:`benchmarks.lib.run_records.Rates`: ``read_rate`` (the last round's throttle, examples per second),
@@ -103,7 +103,7 @@ def calibrate(task: Task, *, ratio: float, seed: int, max_factor: float, echo_sh
         raise ValueError(f"max_factor: expected more than the nominal R {ratio:g}, got {max_factor!r}")
     if rounds < 0:
         raise ValueError(f"rounds: expected an int >= 0, got {rounds!r}")
-    unthrottled = task.pipeline_config("none", 1.0, 0, seed, **pipeline_options)
+    unthrottled = RunSpec(task, "none", 1.0, 0, seed, read_rate=None, data=data).pipeline_config()
     # One model for every measurement: it compiles once, and only its step's cost matters.
     model = task.build_model()
     alone = echoing.measure_ratio(task.train_dataset(unthrottled), model, batches=10, warmup=3, repeats=3)
@@ -113,6 +113,6 @@ def calibrate(task: Task, *, ratio: float, seed: int, max_factor: float, echo_sh
         if round_index:
             read_rate = next_read_rate(read_rate, history[-1].measured_ratio, ratio)
         history.append(loaded_ratio(task, model, read_rate=read_rate, seed=seed, max_factor=max_factor, echo_shuffle=echo_shuffle,
-                                    steps=steps, settle=settle, **pipeline_options))
+                                    steps=steps, settle=settle, data=data))
     return Rates(ratio=ratio, read_rate=read_rate, measured_ratio=history[-1].measured_ratio,
                  step_seconds_alone=alone.downstream_seconds, max_factor=max_factor, rounds=tuple(history))
