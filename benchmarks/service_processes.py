@@ -49,7 +49,11 @@ class Settings(ServiceSettings):
 
     Attributes:
       auto_seconds: time measured with the controller choosing e.
+
+    Its record holds R per worker too (``ratio``), for whoever reads the file.
     """
+
+    WRITTEN_PROPERTIES = ("ratio",)
 
     auto_seconds: float = 12.0
 
@@ -240,7 +244,7 @@ def main(argv=None) -> None:
         recoveries.append(recovery(settings, repeat))
         print(f"repeat {repeat} recovery: {recoveries[-1]}", flush=True)
     print(table(rates, recoveries, settings))
-    path = results_io.write_results("service_processes", {**settings.record(), "ratio": settings.ratio},
+    path = results_io.write_results("service_processes", settings.record(),
                                     ProcessResults(tuple(rates), tuple(recoveries)).record(), args.output_dir)
     print(f"results: {path}")
 

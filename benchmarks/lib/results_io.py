@@ -57,22 +57,36 @@ class Record:
     """
 
     OMITTED_WHEN_NONE: typing.ClassVar[tuple[str, ...]] = ()
+    # Properties written beside the fields for whoever reads the file (R from the rates
+    # that make it, say); reading checks that they still follow from the fields.
+    WRITTEN_PROPERTIES: typing.ClassVar[tuple[str, ...]] = ()
 
     def record(self) -> dict:
-        return {field.name: _written(getattr(self, field.name)) for field in dataclasses.fields(self)
-                if not (field.name in self.OMITTED_WHEN_NONE and getattr(self, field.name) is None)}
+        written = {field.name: _written(getattr(self, field.name)) for field in dataclasses.fields(self)
+                   if not (field.name in self.OMITTED_WHEN_NONE and getattr(self, field.name) is None)}
+        return {**written, **{name: getattr(self, name) for name in self.WRITTEN_PROPERTIES}}
 
     @classmethod
     def from_record(cls, record: dict):
         if not isinstance(record, dict):
             raise ValueError(f"{cls.__name__}: expected a record (a dict), got {type(record).__name__}: {record!r:.200}")
+        names = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(record) - names - set(cls.WRITTEN_PROPERTIES))
+        if unknown:
+            raise ValueError(f"{cls.__name__}: the record has fields this code does not know, {unknown}; "
+                             f"its fields are {sorted(names)}")
         fields = [field for field in dataclasses.fields(cls)
                   if field.name in record or field.name not in cls.OMITTED_WHEN_NONE]
         for field in fields:
             if field.name not in record:
                 raise ValueError(f"{cls.__name__}: the record has no field {field.name!r}; it has {sorted(record)}")
         hints = typing.get_type_hints(cls)
-        return cls(**{field.name: _read(hints.get(field.name), record[field.name]) for field in fields})
+        read = cls(**{field.name: _read(hints.get(field.name), record[field.name]) for field in fields})
+        for name in cls.WRITTEN_PROPERTIES:
+            if name in record and record[name] != getattr(read, name):
+                raise ValueError(f"{cls.__name__}: the record's {name} is {record[name]!r}, but its fields make it "
+                                 f"{getattr(read, name)!r}")
+        return read
 
 
 def typed(document: dict, settings: type, results: type) -> tuple:
