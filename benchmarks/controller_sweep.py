@@ -13,7 +13,8 @@ Each case is a loop of :mod:`echoing.simulation` drawn at random (:func:`draw_ca
   batches made at the variable's first value, 1).
 
 Every case runs the controller as shipped (given the fresh count: the supply law; given
-the timestamps alone: the timing law) and every fixed factor of a grid from 1 to
+the timestamps alone: the timing law), a reference told the true R at every step
+(:class:`ToldRatio`: no law can know it sooner) and every fixed factor of a grid from 1 to
 ``max_factor`` (ratio 1.1), each until it reaches the same training progress, a step at
 factor e making ``1 / (1 + c (e - 1))`` of a fresh step's. ``c`` is a task's own (fitted:
 0.08 for the ResNet, 0.21 for the Transformer); every case is judged at 0.05 and 0.19
@@ -75,6 +76,30 @@ FIRST_TUNING_SEED = 1000
 class Law(str, enum.Enum):
     SUPPLY = "supply"  # observe(step, timestamp, fresh)
     TIMING = "timing"  # observe(step, timestamp)
+    TOLD_R = "told R"  # a reference, not a law: the factor set to HEADROOM x the true R at every step
+
+
+# The told-R reference holds the shipped law's headroom over R.
+HEADROOM = echoing.ControllerSettings().headroom
+
+
+class ToldRatio:
+    """The reference a law is held against besides the best fixed factor: told the true R at every step, it sets ``HEADROOM x R``.
+
+    No law can know R sooner; on lumpy input the best factor lies well above R, which this shows.
+    """
+
+    def __init__(self, case: "Case"):
+        self.case = case
+        self.factor = 1.0  # The variable's first value; the first call sets R's factor.
+
+    def _at(self, step: int) -> float:
+        return min(self.case.max_factor, max(1.0, HEADROOM * self.case.ratio_at(step)))
+
+    def observe(self, step: int, timestamp: float, fresh=None):
+        factor = self._at(step)
+        changed, self.factor = factor != self.factor, factor
+        return True if changed else None
 
 
 class Change(str, enum.Enum):
@@ -163,6 +188,8 @@ def run_case(case: Case, law: Law, factor: Optional[float] = None) -> Run:
     scenario = case.scenario(max_steps(case))
     if factor is not None:
         return simulate(scenario, factor=factor, progress=PROGRESS, slope=max(SLOPES))
+    if law == Law.TOLD_R:
+        return simulate(scenario, factor=1.0, controller=ToldRatio(case), progress=PROGRESS, slope=max(SLOPES))
     controller = echoing.EchoController(max_factor=case.max_factor,
                                         elements_per_step=ELEMENTS_PER_STEP if law == Law.SUPPLY else None)
     return simulate(scenario, factor=1.0, controller=controller, count_fresh=law == Law.SUPPLY,
@@ -421,6 +448,21 @@ def document_table(document: dict) -> str:
     return table(list(results.summaries)) + f"\n\n_Cases of seeds {seeds}._"
 
 
+def document_reads_table(document: dict) -> str:
+    """Each law's distribution on the loops whose upstream reads batch by batch and on those that read in lumps."""
+    settings, results = results_io.typed(document, SweepSettings, SweepResults)
+    lumpy = {case.seed: case.lump_batches > 1 for case in results.cases}
+    lines = ["| law | c | reads | cases | p50 | p95 | worst |", "|---|---|---|---|---|---|---|"]
+    for law in Law:
+        for slope in settings.slopes:
+            for name, in_lumps in (("batch by batch", False), ("in lumps", True)):
+                over = sorted(r.over_best for r in results.results
+                              if r.law == law and r.slope == slope and lumpy[r.seed] == in_lumps)
+                lines.append(f"| {law.value} | {slope:g} | {name} | {len(over)} | {statistics.median(over):.3f} | "
+                             f"{quantile(over, 0.95):.3f} | {over[-1]:.3f} |")
+    return "\n".join(lines)
+
+
 def plot(results: list[Result], path: Path) -> Path:
     """The distribution of ``over_best`` per law and slope (sorted, one line each)."""
     import matplotlib
@@ -434,7 +476,7 @@ def plot(results: list[Result], path: Path) -> Path:
             values = sorted(r.over_best for r in results if r.law == law and r.slope == slope)
             shares = [(i + 0.5) / len(values) for i in range(len(values))]
             axis.plot(values, shares, label=f"{law.value} law, c = {slope:g}",
-                      linestyle="-" if law == Law.SUPPLY else "--")
+                      linestyle={Law.SUPPLY: "-", Law.TIMING: "--", Law.TOLD_R: ":"}[law])
     axis.axvline(1.03, color="grey", linewidth=0.8)
     axis.axvline(1.08, color="grey", linewidth=0.8, linestyle=":")
     axis.set_xlabel("time to the same progress / the best fixed factor's")

@@ -37,6 +37,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "critical_batch": critical_batch.table,
     "controller_sweep": controller_sweep.document_table,
     "controller_in_step": controller_sweep.document_pair_table,
+    "controller_reads": controller_sweep.document_reads_table,
     "grain_echo": grain_echo.document_table,
     "xla_check": xla_check.document_table,
     "backends": backends.document_table,
@@ -64,6 +65,7 @@ SOURCES = {
     "time_to_target_seeds_commands": "time_to_target_seeds",
     "time_to_target_seeds_fixed": "time_to_target_seeds",
     "controller_in_step": "controller_sweep",
+    "controller_reads": "controller_sweep",
 }
 
 
