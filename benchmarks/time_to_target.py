@@ -410,11 +410,16 @@ def main(argv=None) -> None:
     if args.fresh and output.exists():
         output.unlink()
     run_plan(plan, output, TASKS, source=args.source)
-    document = results_io.read_results(output)
-    print(reporting.sample_table(document))
-    print(reporting.replay_table(document))
+    print_report(output)
+
+
+def print_report(output: Path) -> None:
+    """The sample and replay tables of a results file, and its figures beside it."""
     from benchmarks.lib import plots
 
+    results = reporting.results_of(results_io.read_results(output))
+    print(reporting.sample_table(results))
+    print(reporting.replay_table(results))
     for path in plots.plot_all(output):
         print(f"plot: {path}")
     print(f"results: {output}")

@@ -212,6 +212,13 @@ def test_tables_and_plots_are_generated_from_the_results_file(finished):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
 
 
+def test_the_command_prints_its_tables_and_draws_its_figures(finished, capsys):
+    output, *_ = finished
+    T.print_report(output)
+    printed = capsys.readouterr().out
+    assert "| resnet | before_augment | 2 |" in printed and f"results: {output}" in printed and "plot: " in printed
+
+
 def test_same_seed_ratios_and_their_spread():
     def record(placement, factor, seed, steps, fresh):
         return sample(RunConfig("sample", "resnet", placement, factor, 0, seed), steps, fresh)
