@@ -43,7 +43,7 @@ import tensorflow as tf
 import echoing
 from benchmarks.lib import replay, reporting, results_io, wallclock
 from benchmarks.lib.run_records import (MODES, AutoEchoRun, AutoEchoTimeline, PipelineMeasure, Rates, Run, RunConfig,
-                                        SampleRun, TaskSettingsRecord, TimedRun, TimeToTargetSettings, read_run)
+                                        SampleRun, TimedRun, TimeToTargetSettings, read_run)
 from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec, Task
 from benchmarks.lib.training import train_to_target
 
@@ -328,8 +328,7 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
 
     Sample runs come first: the replays need their steps and choose the echo shuffle from them.
     """
-    settings = TimeToTargetSettings({name: TaskSettingsRecord(**dataclasses.asdict(task.settings))
-                                     for name, task in tasks.items()})
+    settings = TimeToTargetSettings({name: task.settings for name, task in tasks.items()})
     results = results_io.ResultsFile(output, settings.record(), key=lambda record: read_run(record).config)
     data = DataOptions(source=source, cache_dir=cache_dir, num_train_examples=plan.num_train_examples)
     started = time.perf_counter()

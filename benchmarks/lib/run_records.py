@@ -355,8 +355,24 @@ class TimeToTargetResults(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class TaskSettingsRecord(Record):
-    """A task's settings as a results file holds them (:class:`benchmarks.lib.tasks.TaskSettings`)."""
+class TaskSettings(Record):
+    """Fixed hyperparameters and target of one task.
+
+    Attributes:
+      name: ``"resnet"`` or ``"transformer"``.
+      batch_size: examples per step.
+      learning_rate: peak learning rate, reached linearly over ``warmup_steps``.
+      warmup_steps: learning-rate warm-up steps.
+      budget_steps: steps after which a run stops if it has not reached the target.
+      eval_every: steps between evaluations.
+      eval_examples: held-out examples (resnet) or sequences (transformer) per evaluation.
+      target: validation accuracy (resnet, higher is better) or validation bits per byte
+        (transformer, lower is better).
+      model: keyword arguments of the model builder.
+      jit_compile: whether the training step is compiled with XLA.
+      pipeline: keyword arguments of the training pipeline's config beyond those every
+        run sets (the text pipeline's ``max_record_bytes``, say); none by default.
+    """
 
     name: str
     batch_size: int
@@ -367,15 +383,15 @@ class TaskSettingsRecord(Record):
     eval_examples: int
     target: float
     model: dict
-    jit_compile: bool
-    pipeline: dict
+    jit_compile: bool = True
+    pipeline: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
 class TimeToTargetSettings(Record):
     """A time-to-target results file's settings: every task's."""
 
-    tasks: dict[str, TaskSettingsRecord]
+    tasks: dict[str, TaskSettings]
 
 
 def time_to_target(document: dict) -> tuple[TimeToTargetSettings, TimeToTargetResults]:

@@ -31,42 +31,10 @@ import keras
 import numpy as np
 
 from benchmarks.lib import models
+from benchmarks.lib.run_records import TaskSettings  # noqa: F401 (defined with the records results files hold)
 from pipelines import image, text
 from pipelines.slow_storage import RateLimiter
 from pipelines.staged import AFTER_BATCH, NONE, EchoConfig
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskSettings:
-    """Fixed hyperparameters and target of one task.
-
-    Attributes:
-      name: ``"resnet"`` or ``"transformer"``.
-      batch_size: examples per step.
-      learning_rate: peak learning rate, reached linearly over ``warmup_steps``.
-      warmup_steps: learning-rate warm-up steps.
-      budget_steps: steps after which a run stops if it has not reached the target.
-      eval_every: steps between evaluations.
-      eval_examples: held-out examples (resnet) or sequences (transformer) per evaluation.
-      target: validation accuracy (resnet, higher is better) or validation bits per byte
-        (transformer, lower is better).
-      model: keyword arguments of the model builder.
-      jit_compile: whether the training step is compiled with XLA.
-      pipeline: keyword arguments of the training pipeline's config beyond those every
-        run sets (the text pipeline's ``max_record_bytes``, say); none by default.
-    """
-
-    name: str
-    batch_size: int
-    learning_rate: float
-    warmup_steps: int
-    budget_steps: int
-    eval_every: int
-    eval_examples: int
-    target: float
-    model: dict
-    jit_compile: bool = True
-    pipeline: dict = dataclasses.field(default_factory=dict)
 
 
 _EVAL_BATCH = 500
