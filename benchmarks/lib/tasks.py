@@ -260,9 +260,6 @@ class RunSpec:
         """The same run without echo."""
         return dataclasses.replace(self, placement=NONE, factor=1.0, echo_shuffle=0)
 
-    def unthrottled(self) -> "RunSpec":
-        return dataclasses.replace(self, read_rate=None)
-
 
 class ImageTask(Task):
     """The ResNet on images: accuracy, higher is better; the read is throttled in records."""
