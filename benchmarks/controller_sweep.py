@@ -310,46 +310,57 @@ class PairResult(results_io.Record):
     """The controllers on one :class:`Pair`: the second half's step rate over the step's own, and each trainer's factor over its R."""
 
     seed: int
+    signals: str  # what each controller was given: one of SIGNALS
     rate_share: float
     factor_over_ratio: tuple
 
 
-def judge_pair(pair: Pair) -> PairResult:
+# What a trainer's controller is given in step: its own fresh count alone, or also its
+# loop's own wait for input (examples/two_trainers.py gives both).
+SIGNALS = ("fresh count", "fresh count and own wait")
+
+
+def judge_pair(pair: Pair, signals: str = SIGNALS[1]) -> PairResult:
     half = IN_STEP_STEPS // 2
     controllers = [echoing.EchoController(max_factor=8.0, elements_per_step=ELEMENTS_PER_STEP) for _ in pair.ratios]
-    runs = simulate_in_step(pair.scenarios(), controllers=controllers)
+    runs = simulate_in_step(pair.scenarios(), controllers=controllers, pass_wait=signals == SIGNALS[1])
     ends = runs[0].step_ends
     rate_share = (len(ends) - half - 1) / (ends[-1] - ends[half]) * 0.02
     over = tuple(round(statistics.fmean(run.factors[half:]) / min(8.0, max(1.0, ratio)), 4)
                  for run, ratio in zip(runs, pair.ratios))
-    return PairResult(seed=pair.seed, rate_share=round(rate_share, 4), factor_over_ratio=over)
+    return PairResult(seed=pair.seed, signals=signals, rate_share=round(rate_share, 4), factor_over_ratio=over)
 
 
 @dataclasses.dataclass(frozen=True)
 class PairSummary(results_io.Record):
-    """The two-trainer family's distribution."""
+    """The two-trainer family's distribution, for one of :data:`SIGNALS`."""
 
+    signals: str
     pairs: int
     rate_p50: float
     rate_p05: float
     rate_worst: float
     near: int
     trainers: int
+    over_worst: float  # the highest of any trainer's mean factor over its own R
 
 
-def summarize_pairs(results: list[PairResult]) -> PairSummary:
+def summarize_pairs(results: list[PairResult], signals: str) -> PairSummary:
+    results = [r for r in results if r.signals == signals]
     rates = sorted(r.rate_share for r in results)
     overs = [o for r in results for o in r.factor_over_ratio]
-    return PairSummary(pairs=len(results), rate_p50=statistics.median(rates), rate_p05=rates[len(rates) // 20],
-                       rate_worst=rates[0], near=sum(0.85 <= o <= 1.5 for o in overs), trainers=len(overs))
+    return PairSummary(signals=signals, pairs=len(results), rate_p50=statistics.median(rates), rate_p05=rates[len(rates) // 20],
+                       rate_worst=rates[0], near=sum(0.85 <= o <= 1.5 for o in overs), trainers=len(overs),
+                       over_worst=max(overs))
 
 
 def pair_table(summaries: list[PairSummary]) -> str:
-    lines = ["| pairs | step rate / own: p50 | p5 | worst | trainers within [0.85, 1.5] x own R |",
-             "|---|---|---|---|---|"]
+    lines = ["| each controller given | pairs | step rate / own: p50 | p5 | worst | "
+             "trainers within [0.85, 1.5] x own R | highest factor / own R |",
+             "|---|---|---|---|---|---|---|"]
     for s in summaries:
-        lines.append(f"| {s.pairs} | {s.rate_p50:.3f} | {s.rate_p05:.3f} | {s.rate_worst:.3f} | "
-                     f"{s.near} of {s.trainers} |")
+        lines.append(f"| {s.signals} | {s.pairs} | {s.rate_p50:.3f} | {s.rate_p05:.3f} | {s.rate_worst:.3f} | "
+                     f"{s.near} of {s.trainers} | {s.over_worst:.2f} |")
     return "\n".join(lines)
 
 
@@ -387,11 +398,13 @@ def document_pair_table(document: dict) -> str:
 
 
 def sweep_pairs(seeds, processes: int = 2) -> tuple[list[Pair], list[PairResult]]:
+    """Every pair of ``seeds`` judged with each of :data:`SIGNALS`."""
     pairs = [draw_pair(seed) for seed in seeds]
+    jobs = [(pair, signals) for signals in SIGNALS for pair in pairs]
     if processes > 1:
         with multiprocessing.get_context("fork").Pool(processes) as pool:
-            return pairs, pool.map(judge_pair, pairs, chunksize=4)
-    return pairs, [judge_pair(pair) for pair in pairs]
+            return pairs, pool.starmap(judge_pair, jobs, chunksize=4)
+    return pairs, [judge_pair(*job) for job in jobs]
 
 
 def quantile(values: list, q: float) -> float:
@@ -504,7 +517,7 @@ def main(argv=None) -> None:
     summaries = [summarize(results, law, slope) for law in Law for slope in SLOPES]
     print(table(summaries))
     pairs, pair_results = sweep_pairs(range(args.first_seed, args.first_seed + args.pairs), args.processes)
-    pair_summaries = [summarize_pairs(pair_results)]
+    pair_summaries = [summarize_pairs(pair_results, signals) for signals in SIGNALS]
     print(pair_table(pair_summaries))
     settings = SweepSettings(cases=args.cases, pairs=args.pairs, first_seed=args.first_seed, slopes=SLOPES,
                              progress=PROGRESS, grid_ratio=GRID_RATIO, settle_after_change=SETTLE_AFTER_CHANGE,

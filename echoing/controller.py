@@ -18,7 +18,8 @@ input is read for longer, up to 320 steps, and no one interval may hold half a r
 time); two raises in a row that bring no faster steps lower ``s``. A reading never uses
 batches made before the factor in force (it skips a settle and drops leading windows
 that disagree with the rest), and it leaves out pauses the loop did not announce,
-clocks and counts that go back.
+clocks and counts that go back. A trainer of several in step also gives its own wait for
+input: steps held back by another trainer's input, not its own, keep its factor.
 
 The parts, each with its tests: :mod:`echoing.control.windows` (intervals and what is left
 out), :mod:`echoing.control.estimate` (readings and R), :mod:`echoing.control.policy`
@@ -151,6 +152,8 @@ class EchoDecision:
             Cause.SLOWER_THAN_MAX: f"the input cannot keep up even at max_factor (R = {self.ratio:.3g})",
             Cause.STEP_SLOWER: f"two raises in a row brought no faster steps: the step's own rate is {self.own_rate:.3g}",
             Cause.CHECK: "checking a lower factor, to see whether R fell",
+            Cause.HELD_BACK: "another trainer's input held the steps back (this loop did not wait for its own): "
+                             "keeping the factor",
             Cause.LEFT_OUT: f"an interval was left out of every measurement ({self.left_out})",
         }[self.cause]
         return text + figures
@@ -249,7 +252,8 @@ class EchoController:
         """The time until the next step is not training (an evaluation, a checkpoint, a new epoch)."""
         self._clock.interrupt()
 
-    def observe(self, step: int, timestamp: float, fresh: Optional[int] = None) -> Optional[EchoDecision]:
+    def observe(self, step: int, timestamp: float, fresh: Optional[int] = None,
+                input_wait: Optional[float] = None) -> Optional[EchoDecision]:
         """Records that training step ``step`` ended at ``timestamp`` (seconds, monotonic).
 
         Returns the decision taken at this step, if any; then assign :attr:`factor` to the
@@ -258,11 +262,16 @@ class EchoController:
         stage's count of fresh elements so far (``int(stats.fresh)``), at every call or
         at none; it needs ``elements_per_step``. An interval that is left out (a pause, a
         clock or a count that went back) returns a ``Cause.LEFT_OUT`` decision that keeps
-        the factor.
+        the factor. ``input_wait`` is the loop's total time so far waiting for its own
+        input (the seconds spent in ``next(iterator)``), at every call or at none: a
+        trainer of several in step (``MultiWorkerMirroredStrategy``) must give it, since
+        its steps run at the slowest trainer's rate and only its own wait says whether its
+        own input is behind (``examples/two_trainers.py``).
         """
-        interval = self._clock.observe(step, timestamp, fresh, self.factor)
+        interval = self._clock.observe(step, timestamp, fresh, self.factor, input_wait)
         if not self.decisions:
-            self._measurement = Measurement(self.factor, self.settings.tolerance, fresh is not None, opening=True)
+            self._measurement = Measurement(self.factor, self.settings.tolerance, fresh is not None, opening=True,
+                                            waits=input_wait is not None)
             cause = Cause.START if self.settings.max_factor > 1 else Cause.NOT_INPUT_BOUND
             return self._record(int(step), self.phase, self.factor, cause, None)
         if interval is None:
@@ -271,9 +280,10 @@ class EchoController:
             return None  # The loop said so: nothing to log.
         if interval.left_out is not None:
             return self._left_out(interval)
-        if not self._measurement.add(interval.steps, interval.seconds, interval.fresh) or self.settings.max_factor == 1:
+        if (not self._measurement.add(interval.steps, interval.seconds, interval.fresh, interval.waited)
+                or self.settings.max_factor == 1):
             return None
-        reading = self._measurement.reading(self._policy.own_rate)
+        reading = self._measurement.reading(self._policy.own_rate, self._policy.own_wait)
         if reading is None or not reading.complete:
             return None
         self.window_rates.append((interval.end_step, reading.step_rate))
@@ -281,7 +291,8 @@ class EchoController:
         phase, factor, cause = self._policy.next(interval.end_step, reading, self._measurement.counted)
         if factor != previous or cause != Cause.KEEPS_UP or phase != Phase.HOLD:
             self._measurement = Measurement(factor, self.settings.tolerance, self._measurement.counted,
-                                            opening=not math.isfinite(self._policy.own_rate))
+                                            opening=not math.isfinite(self._policy.own_rate),
+                                            waits=self._measurement.waits)
             return self._record(interval.end_step, phase, factor, cause, reading, previous)
         # Holding, the input keeps up: keep reading over the rolling horizon.
         return None

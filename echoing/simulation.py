@@ -238,13 +238,15 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
 
 def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
                      controllers: Optional[Sequence[Controller]] = None, count_fresh: bool = True,
-                     progress: Optional[float] = None, slope: float = 0.0) -> list:
+                     pass_wait: bool = False, progress: Optional[float] = None, slope: float = 0.0) -> list:
     """Runs trainers in step, one per scenario: each step starts once every trainer has a batch.
 
     This is synchronous data parallelism (``MultiWorkerMirroredStrategy``): each trainer
     reads and echoes its own input, and the step, whose time is the first scenario's
     (``step_seconds``, ``step_jitter``, pauses, ``steps``), waits for the slowest. Each
-    trainer may have its own controller, given its own fresh count.
+    trainer may have its own controller, given its own fresh count and, with
+    ``pass_wait``, its loop's total wait for its own input (``input_wait``: from the end
+    of a step until its own batch was there).
 
     Returns:
       one :class:`Run` per trainer (the same step times; each its own factors).
@@ -263,15 +265,20 @@ def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
     step_sigma = math.sqrt(math.log1p(s.step_jitter ** 2))
     steps_done = 0
     stepping: Optional[tuple[float, list]] = None  # (end time, factors of its batches) of the step under way
-    now = 0.0
+    now = last_end = 0.0
+    waits = [0.0] * len(pipes)
+    waiting = [True] * len(pipes)  # for its own batch since the last step's end
     step_ends, factors, batch_factors, ratios = [], [[] for _ in pipes], [[] for _ in pipes], [[] for _ in pipes]
     summed = 0.0
 
     def move(now: float) -> None:
         """Everything that can happen at ``now`` without time passing."""
         nonlocal stepping
-        for pipe in pipes:
+        for i, pipe in enumerate(pipes):
             pipe.move(now, steps_done)
+            if waiting[i] and pipe.output:
+                waits[i] += now - last_end
+                waiting[i] = False
         if stepping is None and all(pipe.output for pipe in pipes):
             seconds = s.step_seconds * pipes[0].jitter(step_sigma)
             if s.pause_seconds and (steps_done + 1) % s.pause_every_steps == 0:
@@ -285,6 +292,8 @@ def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
             now, made_at = stepping
             stepping = None
             steps_done += 1
+            last_end = now
+            waiting = [True] * len(pipes)
             step_ends.append(now)
             for i, pipe in enumerate(pipes):
                 factors[i].append(pipe.factor)
@@ -292,8 +301,10 @@ def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
                 ratios[i].append(pipe.scenario.ratio_at(steps_done - 1))
             summed += sum(progress_per_step(e, slope) for e in made_at) / len(made_at) if progress is not None else 0.0
             if controllers is not None and (steps_done % s.steps_per_execution == 0):
-                for pipe, controller in zip(pipes, controllers):
+                for i, (pipe, controller) in enumerate(zip(pipes, controllers)):
                     told = {"fresh": pipe.fresh} if count_fresh else {}
+                    if pass_wait:
+                        told["input_wait"] = waits[i]
                     if controller.observe(steps_done - 1, now, **told) is not None:
                         pipe.factor = float(controller.factor)
             if progress is not None and summed >= progress - 1e-9:

@@ -15,16 +15,16 @@ linear model's SGD step whose gradients are averaged across the trainers
 (``strategy.run``: every trainer waits for the slowest), then a sleep of
 ``--step-seconds`` that stands for the accelerator's work.
 
-**Each trainer's own count.** Each trainer's :class:`echoing.EchoController` is given
-that trainer's fresh count, as on one host. In step, every trainer's steps run at the
-slowest input's pace, so a trainer whose input is faster may at first read its own
-production as short and raise its factor; those raises bring no faster steps (the
-controller then takes the slower steps as the step's own rate), and its checks lower it
-again once the slowest trainer has raised its own. On 100 simulated pairs of trainers
-(``python -m benchmarks.controller_sweep``, docs/results/controller.md) and in
-``tests/test_two_trainers.py``, each trainer mostly holds a factor near its own R and the
-steps run near their own rate; the faster trainer can still over-echo (6 of 200 simulated
-trainers fell outside [0.85, 1.5] x R, and one real run held 4.93 at R of about 1.3).
+**Each trainer's own count and own wait.** Each trainer's
+:class:`echoing.EchoController` is given that trainer's fresh count, as on one host, and
+the time its loop has spent in ``next(iterator)`` (``input_wait``). In step, every
+trainer's steps run at the slowest input's pace, so a trainer whose input is faster sees
+its production fall with everyone's; only its own wait tells whether its own input is the
+one behind. Where the steps ran slow and its loop waited under half as long as its own
+input alone would have made it, the controller keeps the factor (``Cause.HELD_BACK``)
+instead of raising it. On 100 simulated pairs of trainers (``python -m
+benchmarks.controller_sweep``, docs/results/controller.md) every trainer held a factor
+within [0.85, 1.5] x its own R (with the count alone, 194 of 200, and one held 2.8 x).
 
 With ``--service grpc://host:port`` each trainer reads through tf.data service workers
 (``python -m echoing.service``), its own job on shared workers, paced there by graph ops
@@ -145,14 +145,17 @@ def main(argv=None) -> dict:
     controller = echoing.EchoController(max_factor=args.max_factor, elements_per_step=args.batch_size)
     iterator = iter(dataset)
     ids, factors, ends = [], [], []
+    waited = 0.0  # seconds spent waiting for this trainer's own input
     for step in range(args.steps):
+        start = time.perf_counter()
         batch = next(iterator)
-        train_step(batch)
+        waited += time.perf_counter() - start
+        train_step(batch)  # The all-reduce inside waits for the other trainers' inputs.
         time.sleep(args.step_seconds)  # The accelerator's share of the step.
         ends.append(time.perf_counter())
         ids.extend(int(i) for i in strategy.experimental_local_results(batch["id"])[0].numpy())
         factors.append(float(factor.numpy()))
-        if controller.observe(step, ends[-1], fresh=int(stats.fresh)):
+        if controller.observe(step, ends[-1], fresh=int(stats.fresh), input_wait=waited):
             factor.assign(controller.factor)
     half = len(ends) // 2
     opening = next((d for d in controller.decisions if d.cause == echoing.Cause.OWN_RATE), None)

@@ -23,6 +23,18 @@ own rate (**the input cannot keep up**: then ``R = e * s / production``) or not 
 keeps up**: ``R <= e``), or after :data:`MAX_STEPS` steps, when it says what its sums
 say. Lumpy input spreads the windows, so it is measured for longer, by construction.
 
+Where the loop also says how long it waited for its own input (``input_wait``: the time
+spent in ``next(iterator)``), a reading whose steps themselves ran below ``(1 -
+tolerance)`` times their own rate asks whose input held them back. A trainer of several
+in step (``MultiWorkerMirroredStrategy``) needs this: its steps run at the slowest
+trainer's rate, so its production falls with everyone's. Had its own input held the
+steps to ``r`` steps a second, the loop would have waited ``1 - r / s`` of the time for
+it; if it waited less than half that (beyond its wait at the opening, where the input is
+outrun: the call's own cost), another trainer's input held the steps back and the
+reading is **held back**, not behind: this input's R is unknown. While the steps still
+run at their own rate a short production is this input's own (the buffers after the echo
+stage are draining), as without the wait.
+
 >>> m = Measurement(factor=2.0, tolerance=0.1, counted=True)
 >>> for step in range(40):  # Every step 0.1 s; half a fresh batch per step: production 10 a second.
 ...     closed = m.add(steps=1, seconds=0.1, fresh=0.5)
@@ -76,6 +88,11 @@ class Reading:
       ratio: R if ``input_bound`` (``factor * own_rate / production_rate``), else ``nan``.
       complete: whether the measurement can stop (decided at two standard errors, or
         long enough).
+      held_back: the steps ran slow, but the loop waited for its own input less than
+        half as long as that input alone would have made it (only with ``input_wait``):
+        another trainer's input held the steps back, and this one's R is unknown.
+      wait_share: the share of the time the loop waited for its own input (``nan``
+        without ``input_wait``).
     """
 
     factor: float
@@ -87,6 +104,8 @@ class Reading:
     input_bound: bool
     ratio: float
     complete: bool
+    held_back: bool = False
+    wait_share: float = math.nan
 
 
 class Measurement:
@@ -98,20 +117,24 @@ class Measurement:
         step's own rate.
       counted: whether intervals carry the echo stage's fresh count.
       opening: whether this is the opening's measurement of the step's own rate.
+      waits: whether intervals carry the loop's wait for its own input.
     """
 
-    def __init__(self, factor: float, tolerance: float, counted: bool, opening: bool = False) -> None:
+    def __init__(self, factor: float, tolerance: float, counted: bool, opening: bool = False,
+                 waits: bool = False) -> None:
         self.factor = float(factor)
         self.tolerance = tolerance
         self.counted = counted
+        self.waits = waits
         self.settle_left = SETTLE_STEPS
-        self.windows: list[list[float]] = []  # [steps, seconds, fresh batches, pulls, longest interval's seconds]
-        self._open = [0, 0.0, 0.0, 0, 0.0]
+        # [steps, seconds, fresh batches, pulls, longest interval's seconds, seconds waited for input]
+        self.windows: list[list[float]] = []
+        self._open = [0, 0.0, 0.0, 0, 0.0, 0.0]
         self.steps_seen = 0  # trimmed ones too
         # The opening measures the step's own rate: its windows are judged by the step rate.
         self.of_steps = opening or not counted
 
-    def add(self, steps: int, seconds: float, fresh: Optional[float]) -> bool:
+    def add(self, steps: int, seconds: float, fresh: Optional[float], waited: Optional[float] = None) -> bool:
         """Adds a measured interval; returns whether it closed a window (only then can the reading change)."""
         if self.settle_left > 0:
             self.settle_left -= steps
@@ -122,6 +145,7 @@ class Measurement:
         self._open[2] += fresh or 0.0
         self._open[3] += 1 if fresh else 0
         self._open[4] = max(self._open[4], seconds)
+        self._open[5] += min(waited or 0.0, seconds)
         # A counted window spans at least one of the echo stage's pulls, so that its fresh
         # count is rarely none: echoing.echo pulls up to 64 elements at once, which is 8
         # steps' worth at a batch of 8 and so 8 e steps; a stall ends it at MAX_WINDOW_STEPS.
@@ -129,7 +153,7 @@ class Measurement:
         if self._open[0] < WINDOW_STEPS or not pulled:
             return False
         self.windows.append(self._open)
-        self._open = [0, 0.0, 0.0, 0, 0.0]
+        self._open = [0, 0.0, 0.0, 0, 0.0, 0.0]
         self._trim()
         while self.steps - self.windows[0][0] >= MAX_STEPS:
             del self.windows[0]  # A held factor is read over a rolling horizon of MAX_STEPS.
@@ -160,11 +184,12 @@ class Measurement:
         variance = sum((amount(w) - rate * w[1]) ** 2 for w in windows) / (len(windows) - 1)
         return math.sqrt(variance / count) / seconds
 
-    def _error(self, rate: float) -> float:
+    def _error(self, rate: float, amount=None) -> float:
         """The standard error of the production rate (a ratio estimator), in batches per second.
 
         Windows are taken in groups of about the square root of their number (batch
         means), so that a lump spanning neighbouring windows counts once, not as agreement.
+        ``amount`` (a window's amount per second is the rate) is the production by default.
         """
         size = max(1, math.isqrt(len(self.windows)))
         groups = [self.windows[i:i + size] for i in range(0, len(self.windows) - size + 1, size)]
@@ -172,18 +197,25 @@ class Measurement:
         if n < 2:
             return math.inf
         seconds = sum(w[1] for group in groups for w in group)
-        amount = (lambda w: w[0]) if self.of_steps else (lambda w: self.factor * w[2])
+        if amount is None:
+            amount = (lambda w: w[0]) if self.of_steps else (lambda w: self.factor * w[2])
         residuals = sum((sum(amount(w) - rate * w[1] for w in group)) ** 2 for group in groups)
         return math.sqrt(residuals * n / (n - 1)) / seconds
 
-    def reading(self, own_rate: float) -> Optional[Reading]:
-        """What the windows so far say, compared with the step's own rate ``own_rate`` (nan if unknown)."""
+    def reading(self, own_rate: float, own_wait: float = 0.0) -> Optional[Reading]:
+        """What the windows so far say, compared with the step's own rate ``own_rate`` (nan if unknown).
+
+        ``own_wait`` is the share of the time the loop spent in ``next(iterator)`` where the
+        input was outrun (the opening's): the call's own cost, not a wait for input.
+        """
         if len(self.windows) < MIN_WINDOWS:
             return None
         steps = self.steps
         seconds = sum(w[1] for w in self.windows)
         production = self._production(self.windows)
         error = self._error(production)
+        held_back = False
+        share = sum(w[5] for w in self.windows) / seconds if self.waits else math.nan
         if not math.isfinite(own_rate):
             # The opening: how fast do steps run where the input is outrun?
             bound, complete = False, error <= self.tolerance / 2 * production or self.steps_seen >= MAX_STEPS
@@ -192,6 +224,15 @@ class Measurement:
             bound = production < threshold
             pulls = sum(w[3] for w in self.windows)
             confident = abs(production - threshold) >= 2 * error and (self.of_steps or pulls >= MIN_PULLS)
+            if self.waits and bound and steps / seconds < threshold:
+                # The steps ran slow too: behind, unless the loop did not wait for its own
+                # input; then another trainer's input held the steps back (see the module
+                # docstring). While the steps still run at their own rate, a short production
+                # is this input's own (the buffers after the echo stage are draining).
+                # Had this input alone held the steps back, the loop would have waited
+                # 1 - step_rate / own_rate of the time; another's did if it waited under half that.
+                waited = share - own_wait >= (1 - steps / seconds / own_rate) / 2
+                bound, held_back = waited, not waited
             # Without a count a lower factor shows only once the buffers drain: wait longer.
             long_enough = bound or steps >= MIN_KEEPS_UP_STEPS * (1 if self.counted else 2)
             # No one interval decides: a stall or a pause that holds over LONGEST_SHARE of the
@@ -200,4 +241,5 @@ class Measurement:
             complete = (confident and long_enough) or self.steps_seen >= MAX_STEPS
         ratio = math.nan if not bound else self.factor * own_rate / production if production > 0 else math.inf
         relative = error / production if production > 0 else math.inf
-        return Reading(self.factor, steps, steps / seconds, production, relative, own_rate, bound, ratio, complete)
+        return Reading(self.factor, steps, steps / seconds, production, relative, own_rate, bound, ratio, complete,
+                       held_back, share)

@@ -17,6 +17,10 @@ moves through four phases (:class:`Phase`):
   ``headroom * R``; if the input keeps up even there, R fell, and the search goes on
   down from there.
 
+A reading **held back** (a trainer in step whose loop did not wait for its own input
+while another's held the steps back) keeps the factor and holds it; in ``HOLD`` it
+counts as keeping up.
+
 A reading at a factor whose step rate beats ``s`` by more than the tolerance raises
 ``s`` to it (the opening read a slower step: a cold start, an input slower than
 ``max_factor`` steps); two raises in a row that brought no faster steps lower ``s`` to
@@ -67,6 +71,7 @@ class Cause(str, enum.Enum):
     SLOWER_THAN_MAX = "slower_than_max"  # the input cannot keep up even at max_factor
     STEP_SLOWER = "step_slower"  # two raises in a row brought no faster steps: the step's own rate is lower
     CHECK = "check"  # a periodic check below the held factor
+    HELD_BACK = "held_back"  # another trainer's input held the steps back: the factor is kept
     LEFT_OUT = "left_out"  # an interval was not measured (a pause, a clock that went back, ...)
 
     def __str__(self) -> str:
@@ -94,6 +99,7 @@ class Policy:
         self.phase = Phase.OPEN if max_factor > 1 else Phase.HOLD
         self.factor = self.max_factor
         self.own_rate = math.nan
+        self.own_wait = 0.0  # the share of the opening's time spent in next(iterator): the call's own cost
         self.ratio = math.nan
         self.held_since: Optional[int] = None
         self._last_raise: Optional[tuple[float, float]] = None  # (step rate before, factor before)
@@ -111,6 +117,8 @@ class Policy:
         if reading.step_rate > self.own_rate * (1 + 2 * _tol(reading)) or not math.isfinite(self.own_rate):
             self.own_rate = reading.step_rate  # Steps this fast prove the step's own rate at least this.
         if self.phase == Phase.OPEN:
+            if math.isfinite(reading.wait_share):
+                self.own_wait = reading.wait_share
             # Without the count a lower factor shows only once the buffers drain, fastest at 1.
             start = self.initial_factor if self.initial_factor > 1 else self.max_factor / 2 if counted else 1.0
             return self._go(step, Phase.SEARCH, self.clip(start), Cause.OWN_RATE)
@@ -137,6 +145,9 @@ class Policy:
                 self._last_raise = (reading.step_rate, reading.factor)
             cause = Cause.SLOWER_THAN_MAX if target >= self.max_factor and self.ratio >= self.max_factor else Cause.MEASURED
             return self._go(step, Phase.HOLD, target, cause)
+        if reading.held_back and self.phase != Phase.HOLD:
+            # Not this trainer's input (it did not wait for it): keep the factor, and hold.
+            return self._go(step, Phase.HOLD, reading.factor, Cause.HELD_BACK)
         # The input kept up at this factor: R is at most it.
         if self.phase == Phase.HOLD:
             if (self.check_every_steps is not None and reading.factor > 1

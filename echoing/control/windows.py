@@ -6,7 +6,7 @@ batches the echo stage pulled in it (the :class:`echoing.EchoStats` count over
 measurement, with a :class:`LeftOut` cause, when:
 
 * it follows :meth:`StepClock.interrupt` (the loop said the time was not training);
-* its clock or its fresh count went back (``stats.reset()``, a restored checkpoint);
+* its clock, its fresh count or its input wait went back (``stats.reset()``, a restored checkpoint);
 * its steps took :data:`PAUSE_FACTOR` typical steps longer than typical steps would
   have (so a pause shows within ``steps_per_execution`` steps too), it is alone, and the
   echo stage made no more meanwhile than the steps took (plus one micro-batch): a pause
@@ -84,6 +84,7 @@ class Interval:
       fresh: fresh batches the echo stage pulled meanwhile (``None`` without a count).
       factor: the echo factor in force.
       left_out: ``None`` if measured, else why not.
+      waited: seconds of it the loop waited for its own input (``None`` if not told).
     """
 
     end_step: int
@@ -92,6 +93,7 @@ class Interval:
     fresh: Optional[float]
     factor: float
     left_out: Optional[LeftOut] = None
+    waited: Optional[float] = None
 
 
 class StepClock:
@@ -112,6 +114,8 @@ class StepClock:
         self._last: Optional[tuple[int, float, Optional[int]]] = None
         self._last_step: Optional[int] = None
         self._counted: Optional[bool] = None
+        self._last_wait: Optional[float] = None
+        self._waits: Optional[bool] = None
         self._interrupted = False
         self._durations: deque = deque(maxlen=TYPICAL_INTERVALS)
         self._long: deque = deque()  # (step, per-step seconds) of the recent long intervals
@@ -129,21 +133,28 @@ class StepClock:
         ordered = sorted(self._durations)
         return ordered[len(ordered) // 2]
 
-    def observe(self, step, timestamp, fresh, factor: float) -> Optional[Interval]:
-        """The interval since the previous call, or None for the first call (or the first after an interrupt)."""
+    def observe(self, step, timestamp, fresh, factor: float, input_wait=None) -> Optional[Interval]:
+        """The interval since the previous call, or None for the first call (or the first after an interrupt).
+
+        ``input_wait`` is the loop's total wait for its own input so far, in seconds (the
+        time spent in ``next(iterator)``), at every call or at none.
+        """
         step, timestamp, fresh = self._checked(step, timestamp, fresh)
+        input_wait = self._checked_wait(input_wait)
         last, self._last = self._last, (step, timestamp, fresh)
+        last_wait, self._last_wait = self._last_wait, input_wait
         interrupted, self._interrupted = self._interrupted, False
         if last is None:
             return None
         steps, seconds = step - last[0], timestamp - last[1]
         counted = None if fresh is None else (fresh - last[2]) / self.elements_per_step
-        interval = Interval(step, steps, seconds, counted, float(factor))
+        waited = None if input_wait is None else input_wait - last_wait
+        interval = Interval(step, steps, seconds, counted, float(factor), waited=waited)
         if interrupted:
             return dataclasses.replace(interval, left_out=LeftOut.INTERRUPTED)
         if not seconds > 0:
             return dataclasses.replace(interval, left_out=LeftOut.CLOCK_WENT_BACK)
-        if counted is not None and counted < 0:
+        if (counted is not None and counted < 0) or (waited is not None and waited < 0):
             return dataclasses.replace(interval, left_out=LeftOut.COUNT_WENT_BACK)
         duration, typical = seconds / steps, self.typical_step_seconds
         self._durations.append(duration)
@@ -166,6 +177,18 @@ class StepClock:
         if long:
             return dataclasses.replace(interval, left_out=LeftOut.PAUSE)
         return interval
+
+    def _checked_wait(self, input_wait) -> Optional[float]:
+        if input_wait is not None and (isinstance(input_wait, bool) or not isinstance(input_wait, numbers.Real)
+                                       or not math.isfinite(input_wait) or input_wait < 0):
+            raise ValueError(f"input_wait: expected the seconds waited for input so far (a finite number >= 0), "
+                             f"got {input_wait!r}")
+        if self._waits is None:
+            self._waits = input_wait is not None
+        elif self._waits != (input_wait is not None):
+            raise ValueError(f"input_wait: give the wait at every call or at none; got {input_wait!r} after "
+                             f"{'waits' if self._waits else 'none'}")
+        return None if input_wait is None else float(input_wait)
 
     def _checked(self, step, timestamp, fresh):
         if isinstance(step, bool) or not isinstance(step, numbers.Integral):
