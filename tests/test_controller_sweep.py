@@ -36,4 +36,4 @@ def test_the_supply_law_holds_its_measured_distribution_on_the_slice(sliced, slo
 def test_the_progress_slopes_the_sweep_cites_are_the_fits_to_the_committed_sample_runs():
     runs = reporting.results_of(results_io.read_results(results_io.RESULTS_DIR / "time_to_target.json")).runs
     assert progress.progress_slope(runs, "resnet", "before_augment", 1024) == pytest.approx(0.080, abs=0.0005)
-    assert progress.progress_slope(runs, "transformer", "example", 256) == pytest.approx(0.206, abs=0.0005)
+    assert progress.progress_slope(runs, "transformer", "example", 256) == pytest.approx(0.212, abs=0.0005)

@@ -293,6 +293,23 @@ class BestRow:
         return spread([pair.steps for pair in self.pairs])
 
 
+def of_seeds(results: TimeToTargetResults, seeds: Sequence[int]) -> TimeToTargetResults:
+    """The runs (and their pipelines' measures and timelines) of ``seeds`` only: a table of the seeds a law was chosen on, or of seeds held out from it.
+
+    >>> from benchmarks.lib.run_records import SampleRun
+    >>> run = lambda seed: SampleRun(RunConfig("sample", "t", "p", 2.0, 8, seed), 0.8, True, 100, 0.0, 1.0, 2.0, (), "")
+    >>> [r.config.seed for r in of_seeds(TimeToTargetResults((run(0), run(3), run(4))), (3, 4, 5)).runs]
+    [3, 4]
+    """
+    kept = dataclasses.replace(results, runs=tuple(r for r in results.runs if r.config.seed in seeds))
+    if results.pipelines is not None:
+        kept = dataclasses.replace(kept, pipelines=tuple(p for p in results.pipelines if p.of.seed in seeds))
+    if results.auto_echo_timelines is not None:
+        kept = dataclasses.replace(kept, auto_echo_timelines=tuple(t for t in results.auto_echo_timelines
+                                                                   if t.of.seed in seeds))
+    return kept
+
+
 def best_rows(results: TimeToTargetResults, mode: str = "replay") -> list[BestRow]:
     """Per task and R (``mode`` is replay or wallclock): the best fixed e by median speedup, and AutoEcho against it, seed by seed."""
     rows_by_key: dict = {}
