@@ -27,7 +27,7 @@ A second family runs two trainers in step (synchronous data parallelism,
 ``MultiWorkerMirroredStrategy``), each reading its own input at its own R (log-uniform in
 1-8 each, ``max_factor`` 8, step jitter 0-20%, read jitter 0-30%, buffers of 4-16 and
 prefetch of 1-8), each with its own controller given its own fresh count, and then also
-its loop's own wait for input (:data:`SIGNALS`; :func:`draw_pair`, :func:`judge_pair`).
+its loop's own wait for input (:class:`Signals`; :func:`draw_pair`, :func:`judge_pair`).
 Figures: the step rate over the second half over the step's own rate, the share of
 trainers whose mean factor over the second half is within [0.85, 1.5] of their own R
 (clipped to ``[1, max_factor]``), and the highest such ratio.
@@ -310,20 +310,22 @@ class PairResult(results_io.Record):
     """The controllers on one :class:`Pair`: the second half's step rate over the step's own, and each trainer's factor over its R."""
 
     seed: int
-    signals: str  # what each controller was given: one of SIGNALS
+    signals: Signals
     rate_share: float
     factor_over_ratio: tuple
 
 
-# What a trainer's controller is given in step: its own fresh count alone, or also its
-# loop's own wait for input (examples/two_trainers.py gives both).
-SIGNALS = ("fresh count", "fresh count and own wait")
+class Signals(str, enum.Enum):
+    """What a trainer's controller is given in step (examples/two_trainers.py gives both)."""
+
+    COUNT = "fresh count"  # observe(step, timestamp, fresh)
+    COUNT_AND_WAIT = "fresh count and own wait"  # observe(step, timestamp, fresh, input_wait)
 
 
-def judge_pair(pair: Pair, signals: str = SIGNALS[1]) -> PairResult:
+def judge_pair(pair: Pair, signals: Signals = Signals.COUNT_AND_WAIT) -> PairResult:
     half = IN_STEP_STEPS // 2
     controllers = [echoing.EchoController(max_factor=8.0, elements_per_step=ELEMENTS_PER_STEP) for _ in pair.ratios]
-    runs = simulate_in_step(pair.scenarios(), controllers=controllers, pass_wait=signals == SIGNALS[1])
+    runs = simulate_in_step(pair.scenarios(), controllers=controllers, pass_wait=signals == Signals.COUNT_AND_WAIT)
     ends = runs[0].step_ends
     rate_share = (len(ends) - half - 1) / (ends[-1] - ends[half]) * 0.02
     over = tuple(round(statistics.fmean(run.factors[half:]) / min(8.0, max(1.0, ratio)), 4)
@@ -333,9 +335,9 @@ def judge_pair(pair: Pair, signals: str = SIGNALS[1]) -> PairResult:
 
 @dataclasses.dataclass(frozen=True)
 class PairSummary(results_io.Record):
-    """The two-trainer family's distribution, for one of :data:`SIGNALS`."""
+    """The two-trainer family's distribution, for one of :class:`Signals`."""
 
-    signals: str
+    signals: Signals
     pairs: int
     rate_p50: float
     rate_p05: float
@@ -345,12 +347,12 @@ class PairSummary(results_io.Record):
     over_worst: float  # the highest of any trainer's mean factor over its own R
 
 
-def summarize_pairs(results: list[PairResult], signals: str) -> PairSummary:
+def summarize_pairs(results: list[PairResult], signals: Signals) -> PairSummary:
     results = [r for r in results if r.signals == signals]
     rates = sorted(r.rate_share for r in results)
     overs = [o for r in results for o in r.factor_over_ratio]
-    return PairSummary(signals=signals, pairs=len(results), rate_p50=statistics.median(rates), rate_p05=rates[len(rates) // 20],
-                       rate_worst=rates[0], near=sum(0.85 <= o <= 1.5 for o in overs), trainers=len(overs),
+    return PairSummary(signals=signals, pairs=len(results), rate_p50=statistics.median(rates),
+                       rate_p05=rates[len(rates) // 20], rate_worst=rates[0], near=sum(0.85 <= o <= 1.5 for o in overs), trainers=len(overs),
                        over_worst=max(overs))
 
 
@@ -359,7 +361,7 @@ def pair_table(summaries: list[PairSummary]) -> str:
              "trainers within [0.85, 1.5] x own R | highest factor / own R |",
              "|---|---|---|---|---|---|---|"]
     for s in summaries:
-        lines.append(f"| {s.signals} | {s.pairs} | {s.rate_p50:.3f} | {s.rate_p05:.3f} | {s.rate_worst:.3f} | "
+        lines.append(f"| {s.signals.value} | {s.pairs} | {s.rate_p50:.3f} | {s.rate_p05:.3f} | {s.rate_worst:.3f} | "
                      f"{s.near} of {s.trainers} | {s.over_worst:.2f} |")
     return "\n".join(lines)
 
@@ -398,9 +400,9 @@ def document_pair_table(document: dict) -> str:
 
 
 def sweep_pairs(seeds, processes: int = 2) -> tuple[list[Pair], list[PairResult]]:
-    """Every pair of ``seeds`` judged with each of :data:`SIGNALS`."""
+    """Every pair of ``seeds`` judged with each of :class:`Signals`."""
     pairs = [draw_pair(seed) for seed in seeds]
-    jobs = [(pair, signals) for signals in SIGNALS for pair in pairs]
+    jobs = [(pair, signals) for signals in Signals for pair in pairs]
     if processes > 1:
         with multiprocessing.get_context("fork").Pool(processes) as pool:
             return pairs, pool.starmap(judge_pair, jobs, chunksize=4)
@@ -517,7 +519,7 @@ def main(argv=None) -> None:
     summaries = [summarize(results, law, slope) for law in Law for slope in SLOPES]
     print(table(summaries))
     pairs, pair_results = sweep_pairs(range(args.first_seed, args.first_seed + args.pairs), args.processes)
-    pair_summaries = [summarize_pairs(pair_results, signals) for signals in SIGNALS]
+    pair_summaries = [summarize_pairs(pair_results, signals) for signals in Signals]
     print(pair_table(pair_summaries))
     settings = SweepSettings(cases=args.cases, pairs=args.pairs, first_seed=args.first_seed, slopes=SLOPES,
                              progress=PROGRESS, grid_ratio=GRID_RATIO, settle_after_change=SETTLE_AFTER_CHANGE,

@@ -184,12 +184,11 @@ class Measurement:
         variance = sum((amount(w) - rate * w[1]) ** 2 for w in windows) / (len(windows) - 1)
         return math.sqrt(variance / count) / seconds
 
-    def _error(self, rate: float, amount=None) -> float:
+    def _error(self, rate: float) -> float:
         """The standard error of the production rate (a ratio estimator), in batches per second.
 
         Windows are taken in groups of about the square root of their number (batch
         means), so that a lump spanning neighbouring windows counts once, not as agreement.
-        ``amount`` (a window's amount per second is the rate) is the production by default.
         """
         size = max(1, math.isqrt(len(self.windows)))
         groups = [self.windows[i:i + size] for i in range(0, len(self.windows) - size + 1, size)]
@@ -197,8 +196,7 @@ class Measurement:
         if n < 2:
             return math.inf
         seconds = sum(w[1] for group in groups for w in group)
-        if amount is None:
-            amount = (lambda w: w[0]) if self.of_steps else (lambda w: self.factor * w[2])
+        amount = (lambda w: w[0]) if self.of_steps else (lambda w: self.factor * w[2])
         residuals = sum((sum(amount(w) - rate * w[1] for w in group)) ** 2 for group in groups)
         return math.sqrt(residuals * n / (n - 1)) / seconds
 
@@ -212,6 +210,7 @@ class Measurement:
             return None
         steps = self.steps
         seconds = sum(w[1] for w in self.windows)
+        step_rate = steps / seconds
         production = self._production(self.windows)
         error = self._error(production)
         held_back = False
@@ -224,14 +223,14 @@ class Measurement:
             bound = production < threshold
             pulls = sum(w[3] for w in self.windows)
             confident = abs(production - threshold) >= 2 * error and (self.of_steps or pulls >= MIN_PULLS)
-            if self.waits and bound and steps / seconds < threshold:
+            if self.waits and bound and step_rate < threshold:
                 # The steps ran slow too: behind, unless the loop did not wait for its own
                 # input; then another trainer's input held the steps back (see the module
                 # docstring). While the steps still run at their own rate, a short production
                 # is this input's own (the buffers after the echo stage are draining).
                 # Had this input alone held the steps back, the loop would have waited
                 # 1 - step_rate / own_rate of the time; another's did if it waited under half that.
-                waited = share - own_wait >= (1 - steps / seconds / own_rate) / 2
+                waited = share - own_wait >= (1 - step_rate / own_rate) / 2
                 bound, held_back = waited, not waited
             # Without a count a lower factor shows only once the buffers drain: wait longer.
             long_enough = bound or steps >= MIN_KEEPS_UP_STEPS * (1 if self.counted else 2)
@@ -241,5 +240,5 @@ class Measurement:
             complete = (confident and long_enough) or self.steps_seen >= MAX_STEPS
         ratio = math.nan if not bound else self.factor * own_rate / production if production > 0 else math.inf
         relative = error / production if production > 0 else math.inf
-        return Reading(self.factor, steps, steps / seconds, production, relative, own_rate, bound, ratio, complete,
+        return Reading(self.factor, steps, step_rate, production, relative, own_rate, bound, ratio, complete,
                        held_back, share)
