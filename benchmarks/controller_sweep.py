@@ -18,7 +18,9 @@ the timestamps alone: the timing law), a reference told the true R at every step
 ``max_factor`` (ratio 1.1), each until it reaches the same training progress, a step at
 factor e making ``1 / (1 + c (e - 1))`` of a fresh step's. ``c`` is a task's own (fitted:
 0.08 for the ResNet, 0.21 for the Transformer); every case is judged at 0.05 and 0.19
-(:data:`SLOPES`). Figures, per case and slope: the controller's time over the best fixed factor's
+(:data:`SLOPES`). A second reference, "one known factor", knows every fixed factor's
+time in advance but not c: it runs the one best at :data:`MIDDLE_SLOPE`, as a law that
+knew each loop perfectly but not what a copy costs would. Figures, per case and slope: the controller's time over the best fixed factor's
 (``over_best``), over no echo's (``over_none``), over ``max_factor``'s where R stays at
 or above it, and after a change of R the share of steps from 150 steps after it whose
 factor is within [0.85, 1.5] of the new R (clipped to ``[1, max_factor]``).
@@ -77,6 +79,12 @@ class Law(str, enum.Enum):
     SUPPLY = "supply"  # observe(step, timestamp, fresh)
     TIMING = "timing"  # observe(step, timestamp)
     TOLD_R = "told R"  # a reference, not a law: the factor set to HEADROOM x the true R at every step
+    ONE_KNOWN_FACTOR = "one known factor"  # a reference, not a law: the fixed factor best at MIDDLE_SLOPE
+
+
+# The slope the "one known factor" reference chooses its factor at: a law does not know c,
+# so it must choose one factor for both; 0.1 is about the two slopes' geometric mean (0.097).
+MIDDLE_SLOPE = 0.1
 
 
 # The told-R reference holds the shipped law's headroom over R.
@@ -179,21 +187,21 @@ def grid(max_factor: float) -> list[float]:
     return factors + [max_factor]
 
 
-def max_steps(case: Case) -> int:
-    return math.ceil(PROGRESS * (1 + max(SLOPES) * (case.max_factor - 1))) + 10
+def max_steps(case: Case, progress: float = PROGRESS) -> int:
+    return math.ceil(progress * (1 + max(SLOPES) * (case.max_factor - 1))) + 10
 
 
-def run_case(case: Case, law: Law, factor: Optional[float] = None) -> Run:
-    """The case at a fixed ``factor``, or with the shipped controller following ``law``."""
-    scenario = case.scenario(max_steps(case))
+def run_case(case: Case, law: Law, factor: Optional[float] = None, progress: float = PROGRESS) -> Run:
+    """The case at a fixed ``factor``, or with the shipped controller following ``law``, until ``progress``."""
+    scenario = case.scenario(max_steps(case, progress))
     if factor is not None:
-        return simulate(scenario, factor=factor, progress=PROGRESS, slope=max(SLOPES))
+        return simulate(scenario, factor=factor, progress=progress, slope=max(SLOPES))
     if law == Law.TOLD_R:
-        return simulate(scenario, factor=1.0, controller=ToldRatio(case), progress=PROGRESS, slope=max(SLOPES))
+        return simulate(scenario, factor=1.0, controller=ToldRatio(case), progress=progress, slope=max(SLOPES))
     controller = echoing.EchoController(max_factor=case.max_factor,
                                         elements_per_step=ELEMENTS_PER_STEP if law == Law.SUPPLY else None)
     return simulate(scenario, factor=1.0, controller=controller, count_fresh=law == Law.SUPPLY,
-                    progress=PROGRESS, slope=max(SLOPES))
+                    progress=progress, slope=max(SLOPES))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,17 +255,20 @@ def near_share(case: Case, run: Run) -> float:
     return sum(0.85 * r <= f <= 1.5 * r for f, r in judged) / len(judged)
 
 
-def judge(case: Case) -> list[Result]:
-    """Every law and slope on ``case``: the controller's runs against the grid's."""
-    fixed = {factor: run_case(case, Law.SUPPLY, factor) for factor in grid(case.max_factor)}
+def judge(case: Case, progress: float = PROGRESS) -> list[Result]:
+    """Every law and slope on ``case``: the controller's runs against the grid's, each until ``progress``."""
+    fixed = {factor: run_case(case, Law.SUPPLY, factor, progress) for factor in grid(case.max_factor)}
     results = []
     for law in Law:
-        run = run_case(case, law)
+        if law == Law.ONE_KNOWN_FACTOR:
+            run = fixed[min(fixed, key=lambda f: fixed[f].time_to_progress(progress, MIDDLE_SLOPE))]
+        else:
+            run = run_case(case, law, progress=progress)
         for slope in SLOPES:
-            times = {f: r.time_to_progress(PROGRESS, slope) for f, r in fixed.items()}
+            times = {f: r.time_to_progress(progress, slope) for f, r in fixed.items()}
             best = min(times, key=times.get)
             results.append(Result(
-                seed=case.seed, law=law, slope=slope, seconds=run.time_to_progress(PROGRESS, slope),
+                seed=case.seed, law=law, slope=slope, seconds=run.time_to_progress(progress, slope),
                 best_seconds=times[best], best_factor=best, none_seconds=times[1.0],
                 max_seconds=times[case.max_factor], mean_factor=statistics.fmean(run.factors),
                 near_share=near_share(case, run),
@@ -266,13 +277,13 @@ def judge(case: Case) -> list[Result]:
     return results
 
 
-def sweep(seeds, processes: int = 2) -> tuple[list[Case], list[Result]]:
+def sweep(seeds, processes: int = 2, progress: float = PROGRESS) -> tuple[list[Case], list[Result]]:
     cases = [draw_case(seed) for seed in seeds]
     if processes > 1:
         with multiprocessing.get_context("fork").Pool(processes) as pool:
-            judged = pool.map(judge, cases, chunksize=4)
+            judged = pool.starmap(judge, [(case, progress) for case in cases], chunksize=4)
     else:
-        judged = [judge(case) for case in cases]
+        judged = [judge(case, progress) for case in cases]
     return cases, [result for results in judged for result in results]
 
 
@@ -491,7 +502,7 @@ def plot(results: list[Result], path: Path) -> Path:
             values = sorted(r.over_best for r in results if r.law == law and r.slope == slope)
             shares = [(i + 0.5) / len(values) for i in range(len(values))]
             axis.plot(values, shares, label=f"{law.value} law, c = {slope:g}",
-                      linestyle={Law.SUPPLY: "-", Law.TIMING: "--", Law.TOLD_R: ":"}[law])
+                      linestyle={Law.SUPPLY: "-", Law.TIMING: "--", Law.TOLD_R: ":", Law.ONE_KNOWN_FACTOR: "-."}[law])
     axis.axvline(1.03, color="grey", linewidth=0.8)
     axis.axvline(1.08, color="grey", linewidth=0.8, linestyle=":")
     axis.set_xlabel("time to the same progress / the best fixed factor's")
@@ -511,18 +522,23 @@ def main(argv=None) -> None:
                         help=f"the first case's seed (default {FIRST_REPORTED_SEED}; the law was designed on "
                              f"{FIRST_TUNING_SEED} and up)")
     parser.add_argument("--pairs", type=int, default=100, help="two-trainer pairs to draw (default 100)")
+    parser.add_argument("--progress", type=float, default=PROGRESS,
+                        help=f"the training progress every run reaches, in fresh steps (default {PROGRESS:g}); "
+                             "longer runs show what the law costs once its opening is paid for")
     parser.add_argument("--processes", type=int, default=2)
     results_io.add_output_dir_argument(parser)
     args = parser.parse_args(argv)
     seeds = range(args.first_seed, args.first_seed + args.cases)
-    cases, results = sweep(seeds, args.processes)
+    if not args.progress > 0:
+        parser.error(f"--progress: expected a number of fresh steps above 0, got {args.progress!r}")
+    cases, results = sweep(seeds, args.processes, args.progress)
     summaries = [summarize(results, law, slope) for law in Law for slope in SLOPES]
     print(table(summaries))
     pairs, pair_results = sweep_pairs(range(args.first_seed, args.first_seed + args.pairs), args.processes)
     pair_summaries = [summarize_pairs(pair_results, signals) for signals in Signals]
     print(pair_table(pair_summaries))
     settings = SweepSettings(cases=args.cases, pairs=args.pairs, first_seed=args.first_seed, slopes=SLOPES,
-                             progress=PROGRESS, grid_ratio=GRID_RATIO, settle_after_change=SETTLE_AFTER_CHANGE,
+                             progress=args.progress, grid_ratio=GRID_RATIO, settle_after_change=SETTLE_AFTER_CHANGE,
                              controller=dataclasses.asdict(echoing.ControllerSettings()))
     document = SweepResults(tuple(cases), tuple(results), tuple(summaries), tuple(pairs), tuple(pair_results),
                             tuple(pair_summaries))

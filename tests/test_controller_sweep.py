@@ -37,3 +37,23 @@ def test_the_progress_slopes_the_sweep_cites_are_the_fits_to_the_committed_sampl
     runs = reporting.results_of(results_io.read_results(results_io.RESULTS_DIR / "time_to_target.json")).runs
     assert progress.progress_slope(runs, "resnet", "before_augment", 1024) == pytest.approx(0.080, abs=0.0005)
     assert progress.progress_slope(runs, "transformer", "example", 256) == pytest.approx(0.212, abs=0.0005)
+
+
+def test_the_one_known_factor_reference_runs_the_grid_factor_best_at_the_middle_slope(sliced):
+    cases, results = sliced
+    case = cases[0]
+    fixed = {f: sweep.run_case(case, sweep.Law.SUPPLY, f) for f in sweep.grid(case.max_factor)}
+    chosen = min(fixed, key=lambda f: fixed[f].time_to_progress(sweep.PROGRESS, sweep.MIDDLE_SLOPE))
+    mine = [r for r in results if r.seed == case.seed and r.law == sweep.Law.ONE_KNOWN_FACTOR]
+    assert [r.slope for r in mine] == list(sweep.SLOPES)
+    for r in mine:
+        assert r.mean_factor == pytest.approx(chosen)
+        assert r.seconds == pytest.approx(fixed[chosen].time_to_progress(sweep.PROGRESS, r.slope))
+        assert r.over_best >= 1.0 - 1e-12  # a grid factor cannot beat the grid's best
+
+
+def test_a_longer_progress_runs_every_case_further():
+    case = sweep.draw_case(3)
+    short, long = sweep.run_case(case, sweep.Law.SUPPLY, 2.0), sweep.run_case(case, sweep.Law.SUPPLY, 2.0, progress=3000)
+    assert len(long.step_ends) > 1.9 * len(short.step_ends)
+    assert long.time_to_progress(3000, max(sweep.SLOPES)) is not None
