@@ -20,10 +20,11 @@ factor e making ``1 / (1 + c (e - 1))`` of a fresh step's. ``c`` is a task's own
 0.08 for the ResNet, 0.21 for the Transformer); every case is judged at 0.05 and 0.19
 (:data:`SLOPES`). A second reference, "one known factor", knows every fixed factor's
 time in advance but not c: it runs the one best at :data:`MIDDLE_SLOPE`, as a law that
-knew each loop perfectly but not what a copy costs would. Figures, per case and slope: the controller's time over the best fixed factor's
-(``over_best``), over no echo's (``over_none``), over ``max_factor``'s where R stays at
-or above it, and after a change of R the share of steps from 150 steps after it whose
-factor is within [0.85, 1.5] of the new R (clipped to ``[1, max_factor]``).
+knew each loop perfectly but not what a copy costs would. Figures, per case and slope:
+the controller's time over the best fixed factor's (``over_best``), over no echo's
+(``over_none``), over ``max_factor``'s where R stays at or above it, and after a change
+of R the share of steps from 150 steps after it whose factor is within [0.85, 1.5] of
+the new R (clipped to ``[1, max_factor]``).
 
 A second family runs two trainers in step (synchronous data parallelism,
 ``MultiWorkerMirroredStrategy``), each reading its own input at its own R (log-uniform in
