@@ -259,14 +259,16 @@ def near_share(case: Case, run: Run) -> float:
 def judge(case: Case, progress: float = PROGRESS) -> list[Result]:
     """Every law and slope on ``case``: the controller's runs against the grid's, each until ``progress``."""
     fixed = {factor: run_case(case, Law.SUPPLY, factor, progress) for factor in grid(case.max_factor)}
+    times_at = {slope: {f: r.time_to_progress(progress, slope) for f, r in fixed.items()}
+                for slope in (*SLOPES, MIDDLE_SLOPE)}
     results = []
     for law in Law:
         if law == Law.ONE_KNOWN_FACTOR:
-            run = fixed[min(fixed, key=lambda f: fixed[f].time_to_progress(progress, MIDDLE_SLOPE))]
+            run = fixed[min(fixed, key=times_at[MIDDLE_SLOPE].get)]
         else:
             run = run_case(case, law, progress=progress)
         for slope in SLOPES:
-            times = {f: r.time_to_progress(progress, slope) for f, r in fixed.items()}
+            times = times_at[slope]
             best = min(times, key=times.get)
             results.append(Result(
                 seed=case.seed, law=law, slope=slope, seconds=run.time_to_progress(progress, slope),
@@ -364,8 +366,8 @@ def summarize_pairs(results: list[PairResult], signals: Signals) -> PairSummary:
     rates = sorted(r.rate_share for r in results)
     overs = [o for r in results for o in r.factor_over_ratio]
     return PairSummary(signals=signals, pairs=len(results), rate_p50=statistics.median(rates),
-                       rate_p05=rates[len(rates) // 20], rate_worst=rates[0], near=sum(0.85 <= o <= 1.5 for o in overs), trainers=len(overs),
-                       over_worst=max(overs))
+                       rate_p05=rates[len(rates) // 20], rate_worst=rates[0],
+                       near=sum(0.85 <= o <= 1.5 for o in overs), trainers=len(overs), over_worst=max(overs))
 
 
 def pair_table(summaries: list[PairSummary]) -> str:

@@ -31,7 +31,7 @@ import keras
 import numpy as np
 
 from benchmarks.lib import models
-from benchmarks.lib.run_records import TaskSettings  # noqa: F401 (defined with the records results files hold)
+from benchmarks.lib.run_records import TaskSettings  # Defined with the records results files hold.
 from pipelines import image, text
 from pipelines.slow_storage import RateLimiter
 from pipelines.staged import AFTER_BATCH, NONE, EchoConfig
