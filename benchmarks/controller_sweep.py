@@ -409,6 +409,8 @@ class SweepResults(results_io.Record):
 def document_pair_table(document: dict) -> str:
     """The two-trainer family's table from a results document (``python -m benchmarks.readme_tables``)."""
     settings, results = results_io.typed(document, SweepSettings, SweepResults)
+    if not settings.pairs:
+        return "_No two-trainer pairs were drawn (`--pairs 0`)._"
     seeds = f"{settings.first_seed}-{settings.first_seed + settings.pairs - 1}"
     return pair_table(list(results.in_step_summaries)) + f"\n\n_Pairs of seeds {seeds}._"
 
@@ -531,15 +533,20 @@ def main(argv=None) -> None:
     parser.add_argument("--processes", type=int, default=2)
     results_io.add_output_dir_argument(parser)
     args = parser.parse_args(argv)
-    seeds = range(args.first_seed, args.first_seed + args.cases)
+    for name, value, low in (("--cases", args.cases, 1), ("--pairs", args.pairs, 0), ("--processes", args.processes, 1)):
+        if value < low:
+            parser.error(f"{name}: expected a whole number >= {low}, got {value!r}")
     if not args.progress > 0:
         parser.error(f"--progress: expected a number of fresh steps above 0, got {args.progress!r}")
+    seeds = range(args.first_seed, args.first_seed + args.cases)
     cases, results = sweep(seeds, args.processes, args.progress)
     summaries = [summarize(results, law, slope) for law in Law for slope in SLOPES]
     print(table(summaries))
-    pairs, pair_results = sweep_pairs(range(args.first_seed, args.first_seed + args.pairs), args.processes)
-    pair_summaries = [summarize_pairs(pair_results, signals) for signals in Signals]
-    print(pair_table(pair_summaries))
+    pairs, pair_results, pair_summaries = [], [], []
+    if args.pairs:  # --pairs 0 runs the single-host family alone
+        pairs, pair_results = sweep_pairs(range(args.first_seed, args.first_seed + args.pairs), args.processes)
+        pair_summaries = [summarize_pairs(pair_results, signals) for signals in Signals]
+        print(pair_table(pair_summaries))
     settings = SweepSettings(cases=args.cases, pairs=args.pairs, first_seed=args.first_seed, slopes=SLOPES,
                              progress=args.progress, grid_ratio=GRID_RATIO, settle_after_change=SETTLE_AFTER_CHANGE,
                              controller=dataclasses.asdict(echoing.ControllerSettings()))

@@ -57,3 +57,15 @@ def test_a_longer_progress_runs_every_case_further():
     short, long = sweep.run_case(case, sweep.Law.SUPPLY, 2.0), sweep.run_case(case, sweep.Law.SUPPLY, 2.0, progress=3000)
     assert len(long.step_ends) > 1.9 * len(short.step_ends)
     assert long.time_to_progress(3000, max(sweep.SLOPES)) is not None
+
+
+def test_the_cli_runs_without_pairs_and_names_a_bad_count(tmp_path, capsys):
+    sweep.main(["--cases", "2", "--pairs", "0", "--processes", "1", "--output-dir", str(tmp_path)])
+    document = results_io.read_results(tmp_path / "controller_sweep.json")
+    assert [c["seed"] for c in document["results"]["cases"]] == [0, 1]
+    assert document["results"]["in_step"] == []
+    assert sweep.document_pair_table(document) == "_No two-trainer pairs were drawn (`--pairs 0`)._"
+    for argument, value in (("--cases", "0"), ("--pairs", "-1"), ("--processes", "0")):
+        with pytest.raises(SystemExit):
+            sweep.main([argument, value, "--output-dir", str(tmp_path)])
+        assert f"{argument}: expected a whole number" in capsys.readouterr().err
