@@ -311,6 +311,10 @@ def test_paired_table_sets_each_seeds_auto_echo_beside_the_same_seeds_fixed_fact
     assert "| resnet | 2 | 4 | 2 (1024) | 400 | 400 | 1.10 | 1.10 | 1.00 |" in table
     assert "| resnet | 2 | median of 2 | 2 (1024) | | | 1.05 (1.00-1.10) | 1.00 (0.91-1.10) | 1.05 (1.00-1.10) |" in table
     assert "| 5 |" not in table
+    # A second fixed factor at the same R: its own pairs, unless only the factor at R is asked for.
+    runs += [timed(RunConfig("replay", "resnet", "before_augment", 4.0, 1024, 3, 2.0), 600, 20.0)]
+    assert "| resnet | 2 | median of 1 | 4 (1024) |" in reporting.paired_table(TimeToTargetResults(tuple(runs)))
+    assert reporting.paired_table(TimeToTargetResults(tuple(runs)), factor_at_ratio=True) == table
 
 
 def test_wallclock_tables_take_seconds_against_the_same_seed_and_show_r_under_load():

@@ -353,14 +353,17 @@ def _auto_echo_pairs(runs: list[Run], task: str, ratio: float, fixed: RunConfig)
     return sorted(pairs, key=lambda pair: pair.seed)
 
 
-def paired_table(results: TimeToTargetResults, mode: str = "replay") -> str:
+def paired_table(results: TimeToTargetResults, mode: str = "replay", factor_at_ratio: bool = False) -> str:
     """Markdown: AutoEcho against each fixed configuration of the same task and R, seed by seed, then the median.
 
     For a results file that times AutoEcho beside one fixed factor over many seeds (no
     baseline needed): every AutoEcho run with a same-seed run of that factor is a pair.
+    ``factor_at_ratio``: only the fixed factor equal to R (the best fixed factor where
+    R is, as on the ResNet replays), not every factor the file replays at that R.
     """
     runs = [r for r in results.runs if r.config.mode == mode and r.seconds]
-    fixed_configs = sorted({r.config.without_seed() for r in runs if not r.config.auto_echo},
+    fixed_configs = sorted({r.config.without_seed() for r in runs if not r.config.auto_echo
+                            and (not factor_at_ratio or r.config.factor == r.config.ratio)},
                            key=lambda c: (c.task, c.ratio, c.factor, c.echo_shuffle, c.placement))
     lines = ["| task | R | seed | fixed e (echo shuffle) | AutoEcho steps | fixed e's steps | AutoEcho time / fixed e's | "
              "= time per step / fixed e's | x steps / fixed e's |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
