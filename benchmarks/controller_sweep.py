@@ -19,12 +19,21 @@ the timestamps alone: the timing law), a reference told the true R at every step
 factor e making ``1 / (1 + c (e - 1))`` of a fresh step's. ``c`` is a task's own (fitted:
 0.08 for the ResNet, 0.21 for the Transformer); every case is judged at 0.05 and 0.19
 (:data:`SLOPES`). A second reference, "one known factor", knows every fixed factor's
-time in advance but not c: it runs the one best at :data:`MIDDLE_SLOPE`, as a law that
-knew each loop perfectly but not what a copy costs would. Figures, per case and slope:
+time in advance but not c: it runs the grid factor whose larger ratio over the two
+slopes' best is smallest, as a law that knew each loop perfectly but not what a copy
+costs would (:func:`known_factor`). Figures, per case and slope:
 the controller's time over the best fixed factor's (``over_best``), over no echo's
 (``over_none``), over ``max_factor``'s where R stays at or above it, and after a change
 of R the share of steps from 150 steps after it whose factor is within [0.85, 1.5] of
 the new R (clipped to ``[1, max_factor]``).
+
+**What one factor chosen without c can reach** (:class:`KnownFactor`): on every case,
+the grid factor best at each of :data:`CHOSEN_AT` (a factor chosen knowing every fixed
+factor's time at one slope c'), judged at both slopes, beside the "one known factor"
+above. It is the frontier a law that does not know c cannot pass on loops whose R stays
+put, where no law beats the best fixed factor by more than its start-up: each row's
+slowest loops against the best fixed factor, and the loops where it is slower than no
+echo (at all, and by more than :data:`SLOWER_TOLERANCE`).
 
 A second family runs two trainers in step (synchronous data parallelism,
 ``MultiWorkerMirroredStrategy``), each reading its own input at its own R (log-uniform in
@@ -80,12 +89,16 @@ class Law(str, enum.Enum):
     SUPPLY = "supply"  # observe(step, timestamp, fresh)
     TIMING = "timing"  # observe(step, timestamp)
     TOLD_R = "told R"  # a reference, not a law: the factor set to HEADROOM x the true R at every step
-    ONE_KNOWN_FACTOR = "one known factor"  # a reference, not a law: the fixed factor best at MIDDLE_SLOPE
+    ONE_KNOWN_FACTOR = "one known factor"  # a reference, not a law: see known_factor()
 
 
-# The slope the "one known factor" reference chooses its factor at: a law does not know c,
-# so it must choose one factor for both; 0.1 is about the two slopes' geometric mean (0.097).
-MIDDLE_SLOPE = 0.1
+# The slopes c' at which the frontier's factors are chosen (the two judged, 0.1 about their
+# geometric mean, 0.097, and two between it and 0.19).
+CHOSEN_AT = (0.05, 0.1, 0.13, 0.16, 0.19)
+# "Slower than no echo" is also counted beyond this share: on a loop with R below 1 no
+# echo is best, and a law that sees only step times and the fresh count must run a factor
+# above 1 for some steps to learn so, which costs a little progress at any c > 0.
+SLOWER_TOLERANCE = 0.02
 
 
 # The told-R reference holds the shipped law's headroom over R.
@@ -256,15 +269,47 @@ def near_share(case: Case, run: Run) -> float:
     return sum(0.85 * r <= f <= 1.5 * r for f, r in judged) / len(judged)
 
 
-def judge(case: Case, progress: float = PROGRESS) -> list[Result]:
-    """Every law and slope on ``case``: the controller's runs against the grid's, each until ``progress``."""
+def known_factor(times_at: dict) -> float:
+    """The grid factor whose larger time over the best fixed factor's, at the two :data:`SLOPES`, is smallest.
+
+    ``times_at[slope][factor]`` is each fixed factor's time to the progress. This is the
+    one factor that does best on a loop whatever c of the two applies: chosen knowing
+    every fixed factor's time, as no law measuring while it trains can.
+
+    >>> known_factor({0.05: {1.0: 10.0, 2.0: 5.5, 4.0: 5.0}, 0.19: {1.0: 10.0, 2.0: 7.0, 4.0: 8.0}})
+    2.0
+    """
+    best = {slope: min(times_at[slope].values()) for slope in SLOPES}
+    return min(times_at[SLOPES[0]], key=lambda f: max(times_at[slope][f] / best[slope] for slope in SLOPES))
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownFactor(results_io.Record):
+    """On one case, the grid factor best at slope ``chosen_at`` (c'), judged at ``slope`` (c)."""
+
+    seed: int
+    chosen_at: float
+    slope: float
+    factor: float
+    over_best: float
+    over_none: float
+
+
+def judge(case: Case, progress: float = PROGRESS) -> tuple[list[Result], list[KnownFactor]]:
+    """Every law and slope on ``case`` (the controller's runs against the grid's, each until ``progress``), and the frontier's factors."""
     fixed = {factor: run_case(case, Law.SUPPLY, factor, progress) for factor in grid(case.max_factor)}
     times_at = {slope: {f: r.time_to_progress(progress, slope) for f, r in fixed.items()}
-                for slope in (*SLOPES, MIDDLE_SLOPE)}
+                for slope in sorted({*SLOPES, *CHOSEN_AT})}
+    frontier = []
+    for chosen_at in CHOSEN_AT:
+        chosen = min(fixed, key=times_at[chosen_at].get)
+        frontier += [KnownFactor(seed=case.seed, chosen_at=chosen_at, slope=slope, factor=chosen,
+                                 over_best=times_at[slope][chosen] / min(times_at[slope].values()),
+                                 over_none=times_at[slope][chosen] / times_at[slope][1.0]) for slope in SLOPES]
     results = []
     for law in Law:
         if law == Law.ONE_KNOWN_FACTOR:
-            run = fixed[min(fixed, key=times_at[MIDDLE_SLOPE].get)]
+            run = fixed[known_factor(times_at)]
         else:
             run = run_case(case, law, progress=progress)
         for slope in SLOPES:
@@ -277,17 +322,18 @@ def judge(case: Case, progress: float = PROGRESS) -> list[Result]:
                 near_share=near_share(case, run),
                 ratio_at_or_above_max=min(case.ratio, case.ratio_after if case.change != Change.NONE else case.ratio)
                 >= case.max_factor))
-    return results
+    return results, frontier
 
 
-def sweep(seeds, processes: int = 2, progress: float = PROGRESS) -> tuple[list[Case], list[Result]]:
+def sweep(seeds, processes: int = 2, progress: float = PROGRESS) -> tuple[list[Case], list[Result], list[KnownFactor]]:
     cases = [draw_case(seed) for seed in seeds]
     if processes > 1:
         with multiprocessing.get_context("fork").Pool(processes) as pool:
             judged = pool.starmap(judge, [(case, progress) for case in cases], chunksize=4)
     else:
         judged = [judge(case, progress) for case in cases]
-    return cases, [result for results in judged for result in results]
+    return (cases, [result for results, _ in judged for result in results],
+            [known for _, frontier in judged for known in frontier])
 
 
 # Steps of a two-trainer run; the second half is judged.
@@ -391,6 +437,8 @@ class SweepSettings(results_io.Record):
     progress: float
     grid_ratio: float
     settle_after_change: int
+    chosen_at: tuple[float, ...]
+    slower_tolerance: float
     controller: dict  # echoing.ControllerSettings, as dataclasses.asdict gives it
 
 
@@ -401,6 +449,8 @@ class SweepResults(results_io.Record):
     cases: tuple[Case, ...]
     results: tuple[Result, ...]
     summaries: tuple[Summary, ...]
+    frontier: tuple[KnownFactor, ...]
+    frontier_summaries: tuple[FrontierSummary, ...]
     in_step: tuple[Pair, ...]
     in_step_results: tuple[PairResult, ...]
     in_step_summaries: tuple[PairSummary, ...]
@@ -442,6 +492,7 @@ class Summary(results_io.Record):
     worst: float
     worst_seed: int
     slower_than_none: int
+    slower_beyond_tolerance: int  # slower than no echo by more than SLOWER_TOLERANCE
     max_cases: int
     worst_over_max: float
     change_cases: int
@@ -456,18 +507,69 @@ def summarize(results: list[Result], law: Law, slope: float) -> Summary:
     changed = [r for r in mine if not math.isnan(r.near_share)]
     return Summary(law=law, slope=slope, cases=len(mine), p50=statistics.median(over), p95=quantile(over, 0.95),
                    worst=worst.over_best, worst_seed=worst.seed,
-                   slower_than_none=sum(r.over_none > 1.0 + 1e-9 for r in mine), max_cases=len(at_max),
+                   slower_than_none=sum(r.over_none > 1.0 + 1e-9 for r in mine),
+                   slower_beyond_tolerance=sum(r.over_none > 1.0 + SLOWER_TOLERANCE for r in mine), max_cases=len(at_max),
                    worst_over_max=max((r.over_max for r in at_max), default=math.nan),
                    change_cases=len(changed), change_met=sum(r.near_share >= 0.9 for r in changed))
 
 
+@dataclasses.dataclass(frozen=True)
+class FrontierSummary(results_io.Record):
+    """The distribution of the factor chosen at ``chosen_at``, judged at ``slope``, over one set of cases."""
+
+    cases_of: str  # "all", or "R constant"
+    chosen_at: float
+    slope: float
+    cases: int
+    p50: float
+    p95: float
+    worst: float
+    slower_than_none: int
+    slower_beyond_tolerance: int
+
+
+def summarize_frontier(frontier: list[KnownFactor], cases: list[Case]) -> list[FrontierSummary]:
+    """Each chosen slope at each judged slope, over every case and over the cases whose R stays put."""
+    constant = {case.seed for case in cases if case.change == Change.NONE}
+    summaries = []
+    for cases_of, keep in (("all", lambda k: True), ("R constant", lambda k: k.seed in constant)):
+        for chosen_at in CHOSEN_AT:
+            for slope in SLOPES:
+                mine = [k for k in frontier if k.chosen_at == chosen_at and k.slope == slope and keep(k)]
+                if not mine:
+                    continue
+                over = [k.over_best for k in mine]
+                summaries.append(FrontierSummary(
+                    cases_of=cases_of, chosen_at=chosen_at, slope=slope, cases=len(mine),
+                    p50=statistics.median(over), p95=quantile(over, 0.95), worst=max(over),
+                    slower_than_none=sum(k.over_none > 1.0 + 1e-9 for k in mine),
+                    slower_beyond_tolerance=sum(k.over_none > 1.0 + SLOWER_TOLERANCE for k in mine)))
+    return summaries
+
+
+def frontier_table(summaries: list[FrontierSummary]) -> str:
+    lines = ["| loops | factor best at c' | judged at c | cases | p50 | p95 | worst | slower than no echo (by over 2%) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for s in summaries:
+        lines.append(f"| {s.cases_of} | {s.chosen_at:g} | {s.slope:g} | {s.cases} | {s.p50:.3f} | {s.p95:.3f} | "
+                     f"{s.worst:.3f} | {s.slower_than_none} ({s.slower_beyond_tolerance}) |")
+    return "\n".join(lines)
+
+
+def document_frontier_table(document: dict) -> str:
+    """The frontier's table from a results document (``python -m benchmarks.readme_tables``)."""
+    settings, results = results_io.typed(document, SweepSettings, SweepResults)
+    seeds = f"{settings.first_seed}-{settings.first_seed + settings.cases - 1}"
+    return frontier_table(list(results.frontier_summaries)) + f"\n\n_Cases of seeds {seeds}._"
+
+
 def table(summaries: list[Summary]) -> str:
-    lines = ["| law | c | cases | p50 | p95 | worst (seed) | slower than no echo | R >= max: worst over e = max "
-             "| after a change of R: >= 90% near R |",
+    lines = ["| law | c | cases | p50 | p95 | worst (seed) | slower than no echo (by over 2%) "
+             "| R >= max: worst over e = max | after a change of R: >= 90% near R |",
              "|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
         lines.append(f"| {s.law.value} | {s.slope:g} | {s.cases} | {s.p50:.3f} | {s.p95:.3f} | "
-                     f"{s.worst:.3f} ({s.worst_seed}) | {s.slower_than_none} | "
+                     f"{s.worst:.3f} ({s.worst_seed}) | {s.slower_than_none} ({s.slower_beyond_tolerance}) | "
                      f"{s.worst_over_max:.3f} ({s.max_cases} cases) | {s.change_met} of {s.change_cases} |")
     return "\n".join(lines)
 
@@ -539,9 +641,11 @@ def main(argv=None) -> None:
     if not args.progress > 0:
         parser.error(f"--progress: expected a number of fresh steps above 0, got {args.progress!r}")
     seeds = range(args.first_seed, args.first_seed + args.cases)
-    cases, results = sweep(seeds, args.processes, args.progress)
+    cases, results, frontier = sweep(seeds, args.processes, args.progress)
     summaries = [summarize(results, law, slope) for law in Law for slope in SLOPES]
     print(table(summaries))
+    frontier_summaries = summarize_frontier(frontier, cases)
+    print(frontier_table(frontier_summaries))
     pairs, pair_results, pair_summaries = [], [], []
     if args.pairs:  # --pairs 0 runs the single-host family alone
         pairs, pair_results = sweep_pairs(range(args.first_seed, args.first_seed + args.pairs), args.processes)
@@ -549,9 +653,10 @@ def main(argv=None) -> None:
         print(pair_table(pair_summaries))
     settings = SweepSettings(cases=args.cases, pairs=args.pairs, first_seed=args.first_seed, slopes=SLOPES,
                              progress=args.progress, grid_ratio=GRID_RATIO, settle_after_change=SETTLE_AFTER_CHANGE,
+                             chosen_at=CHOSEN_AT, slower_tolerance=SLOWER_TOLERANCE,
                              controller=dataclasses.asdict(echoing.ControllerSettings()))
-    document = SweepResults(tuple(cases), tuple(results), tuple(summaries), tuple(pairs), tuple(pair_results),
-                            tuple(pair_summaries))
+    document = SweepResults(tuple(cases), tuple(results), tuple(summaries), tuple(frontier),
+                            tuple(frontier_summaries), tuple(pairs), tuple(pair_results), tuple(pair_summaries))
     path = results_io.write_results("controller_sweep", settings.record(), document.record(), args.output_dir)
     print(f"results: {path}")
     print(f"plot: {plot(results, args.output_dir / 'controller_sweep.png')}")

@@ -44,6 +44,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "controller_sweep": controller_sweep.document_table,
     "controller_in_step": controller_sweep.document_pair_table,
     "controller_reads": controller_sweep.document_reads_table,
+    "controller_frontier": controller_sweep.document_frontier_table,
     "grain_echo": grain_echo.document_table,
     "xla_check": xla_check.document_table,
     "backends": backends.document_table,
@@ -73,6 +74,7 @@ SOURCES = {
     "time_to_target_seeds_fixed": "time_to_target_seeds",
     "controller_in_step": "controller_sweep",
     "controller_reads": "controller_sweep",
+    "controller_frontier": "controller_sweep",
 }
 
 
