@@ -558,9 +558,14 @@ def frontier_table(summaries: list[FrontierSummary]) -> str:
 
 def document_frontier_table(document: dict) -> str:
     """The frontier's table from a results document (``python -m benchmarks.readme_tables``)."""
+    return _with_seeds(document, lambda results: frontier_table(list(results.frontier_summaries)))
+
+
+def _with_seeds(document: dict, table_of: Callable[["SweepResults"], str]) -> str:
+    """A table of a results document's cases, and the seeds they were drawn from."""
     settings, results = results_io.typed(document, SweepSettings, SweepResults)
     seeds = f"{settings.first_seed}-{settings.first_seed + settings.cases - 1}"
-    return frontier_table(list(results.frontier_summaries)) + f"\n\n_Cases of seeds {seeds}._"
+    return table_of(results) + f"\n\n_Cases of seeds {seeds}._"
 
 
 def table(summaries: list[Summary]) -> str:
@@ -576,9 +581,7 @@ def table(summaries: list[Summary]) -> str:
 
 def document_table(document: dict) -> str:
     """The summaries' table from a results document (``python -m benchmarks.readme_tables``)."""
-    settings, results = results_io.typed(document, SweepSettings, SweepResults)
-    seeds = f"{settings.first_seed}-{settings.first_seed + settings.cases - 1}"
-    return table(list(results.summaries)) + f"\n\n_Cases of seeds {seeds}._"
+    return _with_seeds(document, lambda results: table(list(results.summaries)))
 
 
 def document_reads_table(document: dict) -> str:
