@@ -375,6 +375,9 @@ def parse_arguments(argv=None) -> tuple[argparse.Namespace, BenchmarkPlan]:
     parser.add_argument("--output", type=Path, default=None, metavar="FILE",
                         help="results JSON (default: OUTPUT_DIR/time_to_target.json)")
     parser.add_argument("--fresh", action="store_true", help="discard the results file instead of resuming it")
+    parser.add_argument("--carry-timelines", action="store_true",
+                        help="relabel the saved AutoEcho timelines that today's law decides alike (echoing.controller.LAW), "
+                             "drop the others and their trained runs, and stop")
     parser.add_argument("--time-only", action="store_true",
                         help="only the timed replays (run alone); AutoEcho's training on them follows in a run without it")
     args = parser.parse_args(argv)
@@ -403,9 +406,56 @@ def parse_arguments(argv=None) -> tuple[argparse.Namespace, BenchmarkPlan]:
     return args, plan
 
 
+def decides_alike(timeline: AutoEchoTimeline, run: RunConfig, tasks: dict) -> bool:
+    """Whether today's law, fed the timeline's step times and fresh counts, sets the factor it held at every step.
+
+    The replay (:func:`benchmarks.lib.replay.replay`) records the factor in force at each
+    step and hands the controller each step's end and fresh count; a law that sets the
+    same factors from the same figures would have made the same timeline.
+    """
+    task = tasks[run.task]
+    controller = replay.auto_echo_controller(task, run.placement, run.max_factor)
+    current = timeline.factors[0]
+    fresh = timeline.fresh or (None,) * len(timeline.seconds)
+    for step, (seconds, factor, counted) in enumerate(zip(timeline.seconds, timeline.factors, fresh)):
+        if factor != current:
+            return False
+        if controller.observe(step, seconds, counted) is not None:
+            current = controller.factor
+    return True
+
+
+def carry_timelines(output: Path, tasks: dict, log=print) -> tuple[int, int]:
+    """Relabels the saved AutoEcho timelines of another law that today's law decides alike; drops the others.
+
+    A dropped timeline's trained run goes too, so that the next invocation times it again
+    (alone on the machine, ``--time-only``) and trains on it. Returns (carried, dropped).
+    """
+    carried = []
+
+    def revise(of: dict, value: dict) -> Optional[dict]:
+        timeline, run = AutoEchoTimeline.from_record(value), RunConfig.from_record(of)
+        if timeline.law == echoing.controller.LAW:
+            return value
+        if not decides_alike(timeline, run, tasks):
+            log(f"{run.describe()}: decided otherwise by {echoing.controller.LAW}, dropped: time it again")
+            return None
+        carried.append(run)
+        log(f"{run.describe()}: decided alike by {echoing.controller.LAW}, carried")
+        return dataclasses.replace(timeline, law=echoing.controller.LAW).record()
+
+    results = results_io.ResultsFile(output, None, key=lambda record: read_run(record).config)
+    dropped = results.revise_measurements("auto_echo_timelines", revise, key_of=RunConfig.from_record)
+    return len(carried), len(dropped)
+
+
 def main(argv=None) -> None:
     args, plan = parse_arguments(argv)
     output = args.output or args.output_dir / "time_to_target.json"
+    if args.carry_timelines:
+        carried, dropped = carry_timelines(output, TASKS)
+        print(f"{output}: {carried} timelines carried to {echoing.controller.LAW}, {dropped} dropped")
+        return
     if args.fresh and output.exists():
         output.unlink()
     run_plan(plan, output, TASKS, source=args.source)

@@ -17,8 +17,12 @@ that grows until it can tell, at two standard errors, whether the input keeps up
 input is read for longer, up to 320 steps, and no one interval may hold half a reading's
 time); two raises in a row that bring no faster steps lower ``s``. A reading never uses
 batches made before the factor in force (it skips a settle and drops leading windows
-that disagree with the rest), and it leaves out pauses the loop did not announce,
-clocks and counts that go back. A trainer of several in step also gives its own wait for
+that disagree with the rest), nor clocks and counts that go back. A pause the loop did
+not announce is left out of the opening's reading of ``s``; after it, pauses are measured
+like any interval and every reading is held against the loop's own rate with its pauses,
+``1 / (1 / s + p)``, ``p`` the pauses' seconds per step since the opening: a pause costs
+every factor alike, and what the input reads meanwhile counts for the factor that banks
+it, so a loop that pauses needs less echo than its R. A trainer of several in step also gives its own wait for
 input: steps held back by another trainer's input, not its own, keep its factor.
 
 The parts, each with its tests: :mod:`echoing.control.windows` (intervals and what is left
@@ -58,7 +62,7 @@ __all__ = ["Cause", "ControllerSettings", "EchoController", "EchoDecision", "LAW
 # The law's name, saved with every replayed AutoEcho timeline (benchmarks/time_to_target.py)
 # so that timelines of another law are timed again rather than reused. A change of what
 # the law decides names a new one; its history is in docs/decisions/.
-LAW = "readings-2026-11-26"
+LAW = "readings-2026-11-27"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +158,7 @@ class EchoDecision:
             Cause.CHECK: "checking a lower factor, to see whether R fell",
             Cause.HELD_BACK: "another trainer's input held the steps back (this loop did not wait for its own): "
                              "keeping the factor",
-            Cause.LEFT_OUT: f"an interval was left out of every measurement ({self.left_out})",
+            Cause.LEFT_OUT: f"an interval was left out of the measurement ({self.left_out})",
         }[self.cause]
         return text + figures
 
@@ -188,7 +192,7 @@ class EchoController:
     stage drain: checks cost waiting steps.
 
     Call :meth:`interrupt` before a pause that is not training (evaluation, a checkpoint);
-    pauses it is not told of are found and left out.
+    pauses it is not told of are found and charged to the loop (:attr:`pause_per_step`).
 
     Settings are a :class:`ControllerSettings`, given whole (``settings=``) or as keyword
     arguments, not both.
@@ -200,6 +204,7 @@ class EchoController:
       ratio: the latest estimate of R (``nan`` before the first).
       decisions: every :class:`EchoDecision` so far, left-out intervals included.
       window_rates: ``(step, steps per second)`` at the end of every reading.
+      pause_per_step: seconds of unannounced pause per step since the opening, on average.
       implausible: whether the step times were ever implausible (a JAX loop that does not
         block on the step before timestamping): the factor was kept while they were.
 
@@ -245,6 +250,11 @@ class EchoController:
         return self.settings.max_factor
 
     @property
+    def pause_per_step(self) -> float:
+        """Seconds a step of the loop spends, on average, in pauses it did not announce (0 before any)."""
+        return self._clock.pause_per_step
+
+    @property
     def implausible(self) -> bool:
         return self._clock.implausible
 
@@ -279,17 +289,28 @@ class EchoController:
             return None
         if interval.left_out == LeftOut.INTERRUPTED:
             return None  # The loop said so: nothing to log.
+        if interval.left_out == LeftOut.PAUSE and math.isfinite(self._policy.own_rate):
+            # Once the step's own rate is known a pause is measured, and readings are held
+            # against the loop's own rate with its pauses (Policy.loop_rate): the pause's
+            # time counts against every factor alike, and what the input read meanwhile
+            # counts for the factor that banked it.
+            interval = dataclasses.replace(interval, left_out=None)
         if interval.left_out is not None:
             return self._left_out(interval)
         if (not self._measurement.add(interval.steps, interval.seconds, interval.fresh, interval.waited)
                 or self.settings.max_factor == 1):
             return None
-        reading = self._measurement.reading(self._policy.own_rate, self._policy.own_wait)
+        self._policy.pause_per_step = self._clock.pause_per_step
+        reading = self._measurement.reading(self._policy.loop_rate, self._policy.own_wait)
         if reading is None or not reading.complete:
             return None
         self.window_rates.append((interval.end_step, reading.step_rate))
-        previous = self.factor
+        previous, opening = self.factor, self.phase == Phase.OPEN
         phase, factor, cause = self._policy.next(interval.end_step, reading, self._measurement.counted)
+        if opening:
+            # A cold start's first waits for input look like pauses: the loop's pauses are
+            # counted from the end of the opening, whose own reading left them out.
+            self._clock.count_pauses_afresh()
         if factor != previous or cause != Cause.KEEPS_UP or phase != Phase.HOLD:
             self._measurement = Measurement(factor, self.settings.tolerance, self._measurement.counted,
                                             opening=not math.isfinite(self._policy.own_rate),

@@ -235,8 +235,8 @@ def test_a_held_factor_is_checked_below_every_200_steps():
 def test_an_input_slower_than_max_factor_steps_holds_max_factor_from_a_cold_start():
     controller, run = law(Scenario(ratio=12.0, step_seconds=0.01, steps=600, warm=False, buffer_batches=4))
     holds = [d for d in controller.decisions if d.phase == Phase.HOLD]
-    assert holds[0].cause == Cause.SLOWER_THAN_MAX and holds[0].factor == 8.0
-    assert all(d.factor == 8.0 for d in holds)
+    assert holds[0].step <= 100 and all(d.factor >= 0.95 * 8.0 for d in holds), [str(d) for d in holds]
+    assert any(d.cause == Cause.SLOWER_THAN_MAX for d in holds)
     held = run.factors[holds[0].step:]  # Checks below max_factor included: at least 0.9 of it on average.
     assert sum(held) / len(held) >= 0.9 * 8.0
 
@@ -257,12 +257,15 @@ def test_not_input_bound_training_holds_no_echo():
     assert run.factors[-1] == 1.0
 
 
-def test_unannounced_pauses_are_left_out_and_do_not_raise_the_factor():
+def test_unannounced_pauses_are_charged_to_the_loop_and_do_not_raise_the_factor():
     # A 0.6 s pause every 150 steps of 10 ms at R = 3 (a checkpoint callback).
     controller, run = law(Scenario(ratio=3.0, step_seconds=0.01, steps=1500, pause_seconds=0.6,
                                    pause_every_steps=150))
+    # At most 0.6 s every 150 steps (4 ms a step): a pause during which the input filled
+    # room in the buffers counts as the input's time, not the loop's.
+    assert 0.0 < controller.pause_per_step <= 0.6 / 150
     pauses = [d for d in controller.decisions if d.left_out == LeftOut.PAUSE]
-    assert pauses and all(d.factor == d.previous_factor for d in pauses)
+    assert all(d.factor == d.previous_factor and d.step < 150 for d in pauses)  # Left out of the opening only.
     held = run.factors[600:]
     assert sum(held) / len(held) <= 1.5 * 3.0, [str(d) for d in controller.decisions if d.cause != Cause.LEFT_OUT]
 

@@ -117,7 +117,8 @@ def test_a_callback_that_pauses_mid_epoch_unannounced_does_not_raise_the_factor(
     # 0.5 s every 100 steps: the fit, where the rule-by-rule law went from 5.2 to 7.3.
     auto = fit_with_auto_echo(3.0, step_rate, steps=600, callbacks=[PauseEvery(100, 0.5)])
     assert_near(auto, 3.0)
-    assert any(d.cause == echoing.Cause.LEFT_OUT for d in auto.decisions)
+    # Found, though not told: left out of the opening, or charged to the loop afterwards.
+    assert auto.controller.pause_per_step > 0 or any(d.cause == echoing.Cause.LEFT_OUT for d in auto.decisions)
 
 
 def test_model_checkpoint_saving_mid_epoch(step_rate, tmp_path):

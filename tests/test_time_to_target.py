@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+import echoing
+
 from benchmarks import time_to_target as T
 from benchmarks.lib import plots, reporting, results_io
 from benchmarks.lib.reporting import Measure
@@ -163,6 +165,29 @@ def test_auto_echo_is_replayed_then_trained_on_its_choices(finished):
     assert run.decisions and "(open, start)" in run.decisions[0]
     assert run.reached and run.steps == 2 and run.seconds > 0
     assert [p.step for p in run.curve] == [2, 4]
+
+
+def test_timelines_of_another_law_are_carried_when_todays_law_decides_alike_and_dropped_when_not(finished, tmp_path):
+    output, *_ = finished
+    document = json.loads(output.read_text())
+    (saved,) = document["results"]["auto_echo_timelines"]
+    for name, factors in (("alike", saved["value"]["factors"]), ("otherwise", [1.5] * len(saved["value"]["factors"]))):
+        copy = tmp_path / name / "time_to_target.json"
+        copy.parent.mkdir()
+        timeline = {**saved["value"], "law": "an-older-law", "factors": factors}
+        copy.write_text(json.dumps({**document, "results": {**document["results"], "auto_echo_timelines": [
+            {**saved, "value": timeline}]}}))
+        lines = []
+        carried, dropped = T.carry_timelines(copy, TINY_TASKS, log=lines.append)
+        results = json.loads(copy.read_text())["results"]
+        autos = [r for r in results["runs"] if r["config"]["auto_echo"]]
+        if name == "alike":
+            assert (carried, dropped) == (1, 0) and len(autos) == 1
+            assert results["auto_echo_timelines"][0]["value"]["law"] == echoing.controller.LAW
+            assert results["auto_echo_timelines"][0]["value"]["factors"] == factors
+        else:  # Dropped with its trained run, so that the next invocation times it again.
+            assert (carried, dropped) == (0, 1) and autos == [] and results["auto_echo_timelines"] == []
+        assert "carried" in lines[0] if name == "alike" else "dropped" in lines[0]
 
 
 def test_best_echo_shuffle_minimises_the_modelled_time():

@@ -298,9 +298,10 @@ class ResultsFile:
     (True, True)
     """
 
-    def __init__(self, path: Path, settings: dict, *, key: Callable[[dict], Hashable]):
+    def __init__(self, path: Path, settings: Optional[dict], *, key: Callable[[dict], Hashable]):
         self.path = Path(path)
-        self.settings = settings
+        self.settings = settings  # None: the file's own, as it was written
+        self._file_settings: dict = {}
         self.key = key
         self.runs: list[dict] = []
         self.extra: dict = {}
@@ -310,6 +311,7 @@ class ResultsFile:
         if not self.path.exists():
             return
         document = read_results(self.path)
+        self._file_settings = document["settings"]
         self.runs = document["results"]["runs"]
         mine, self.extra = self.extra, {k: v for k, v in document["results"].items() if k != "runs"}
         for name, value in mine.items():
@@ -360,8 +362,31 @@ class ResultsFile:
             self._save()
         return value
 
+    def revise_measurements(self, name: str, revise: Callable[[dict, Any], Optional[Any]], *,
+                            key_of: Callable[[dict], Hashable]) -> list[dict]:
+        """Rewrites the measurements ``name``: ``revise(of, value)`` gives the value to keep, or None to drop it.
+
+        The records whose key is ``key_of(of)`` of a dropped measurement go with it, so
+        that the next run measures it again and redoes them. Returns the dropped ``of`` s.
+        """
+        with self._locked():
+            self._reload()
+            kept, dropped = [], []
+            for measurement in self.extra.get(name, []):
+                value = revise(measurement["of"], measurement["value"])
+                if value is None:
+                    dropped.append(measurement["of"])
+                else:
+                    kept.append({"of": measurement["of"], "value": value})
+            gone = [key_of(of) for of in dropped]
+            self.runs = [record for record in self.runs if self.key(record) not in gone]
+            self.extra[name] = kept
+            self._save()
+        return dropped
+
     def _save(self) -> None:
-        write_results(self.path.stem, self.settings, {"runs": self.runs, **self.extra}, self.path.parent)
+        settings = self.settings if self.settings is not None else self._file_settings
+        write_results(self.path.stem, settings, {"runs": self.runs, **self.extra}, self.path.parent)
 
     @contextlib.contextmanager
     def _locked(self):

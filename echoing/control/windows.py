@@ -2,8 +2,8 @@
 
 An interval runs from one call to the next: the steps it covers, its seconds, the fresh
 batches the echo stage pulled in it (the :class:`echoing.EchoStats` count over
-``elements_per_step``) and the factor in force. An interval is *left out* of every
-measurement, with a :class:`LeftOut` cause, when:
+``elements_per_step``) and the factor in force. An interval is *left out* of the
+measurements (a pause: of the opening's only), with a :class:`LeftOut` cause, when:
 
 * it follows :meth:`StepClock.interrupt` (the loop said the time was not training);
 * its clock, its fresh count or its input wait went back (``stats.reset()``, a restored checkpoint);
@@ -11,11 +11,14 @@ measurement, with a :class:`LeftOut` cause, when:
   have (so a pause shows within ``steps_per_execution`` steps too), it is alone, and the
   echo stage made no more meanwhile than the steps took (plus one micro-batch): a pause
   the loop did not announce (a checkpoint save, a logging callback, an evaluation),
-  during which the buffers were full and the input stood still. Where the echo stage
+  during which the buffers were full and the input stood still (its seconds beyond
+  typical steps add to :attr:`StepClock.pause_per_step`; the controller leaves a pause
+  out of its opening only, and afterwards charges it to the loop). Where the echo stage
   made more, the input was working: a lump's stall, or a pause with room in the buffers,
   whose time is the input's and counts. Without a fresh count, duration alone decides.
   Long intervals that recur (:data:`RECURRING_LONG` within :data:`RECURRING_STEPS` steps)
-  are the input's own stalls (lumps, records read whole) and are measured, unless
+  are the input's own stalls (lumps, records read whole) and are measured (those of them
+  taken for pauses before they recurred are taken off the pause count), unless
   the others are :data:`IMPLAUSIBLE_SPREAD` times shorter still: then the loop timestamps
   steps when they are dispatched, not when they have run (JAX without blocking), and
   nothing is measured while that goes on (``LeftOut.IMPLAUSIBLE``).
@@ -61,7 +64,7 @@ IMPLAUSIBLE_SPREAD = 50.0
 
 
 class LeftOut(str, enum.Enum):
-    """Why an interval is left out of every measurement."""
+    """Why an interval is left out of the measurements (``PAUSE``: of the opening's only)."""
 
     INTERRUPTED = "interrupted"
     CLOCK_WENT_BACK = "clock_went_back"
@@ -118,12 +121,25 @@ class StepClock:
         self._waits: Optional[bool] = None
         self._interrupted = False
         self._durations: deque = deque(maxlen=TYPICAL_INTERVALS)
-        self._long: deque = deque()  # (step, per-step seconds) of the recent long intervals
+        self._long: deque = deque()  # [step, per-step seconds, seconds charged as a pause] of the recent long intervals
         self.implausible = False
+        self._steps = 0  # of every interval timed (measured or a pause)
+        self._pause_seconds = 0.0  # what the pauses took beyond typical steps
 
     def interrupt(self) -> None:
         """The time until the next call is not training."""
         self._interrupted = True
+
+    @property
+    def pause_per_step(self) -> float:
+        """Seconds of unannounced pause per step since :meth:`count_pauses_afresh` (or the start), on average."""
+        return self._pause_seconds / self._steps if self._steps else 0.0
+
+    def count_pauses_afresh(self) -> None:
+        """Starts :attr:`pause_per_step` again from the next interval."""
+        self._steps, self._pause_seconds = 0, 0.0
+        for entry in self._long:
+            entry[2] = 0.0
 
     @property
     def typical_step_seconds(self) -> Optional[float]:
@@ -157,6 +173,7 @@ class StepClock:
         if (counted is not None and counted < 0) or (waited is not None and waited < 0):
             return dataclasses.replace(interval, left_out=LeftOut.COUNT_WENT_BACK)
         duration, typical = seconds / steps, self.typical_step_seconds
+        self._steps += steps
         self._durations.append(duration)
         while self._long and self._long[0][0] <= step - RECURRING_STEPS:
             self._long.popleft()
@@ -167,14 +184,19 @@ class StepClock:
             # room in the buffers, where the input's rate is what it was).
             long = False
         if long:
-            self._long.append((step, duration / typical))
+            self._long.append([step, duration / typical, 0.0])
         if len(self._long) >= RECURRING_LONG:
-            if min(spread for _, spread in self._long) > IMPLAUSIBLE_SPREAD:
+            for entry in self._long:  # Taken for pauses before they recurred: the input's stalls after all.
+                self._pause_seconds -= entry[2]
+                entry[2] = 0.0
+            if min(spread for _, spread, _ in self._long) > IMPLAUSIBLE_SPREAD:
                 # Between the long waits of a full dispatch queue the steps look far too fast.
                 self.implausible = True
                 return dataclasses.replace(interval, left_out=LeftOut.IMPLAUSIBLE)
             return interval  # The input's own stalls: measured.
         if long:
+            self._long[-1][2] = seconds - steps * typical
+            self._pause_seconds += self._long[-1][2]
             return dataclasses.replace(interval, left_out=LeftOut.PAUSE)
         return interval
 
