@@ -22,8 +22,9 @@ not announce is left out of the opening's reading of ``s``; after it, pauses are
 like any interval and every reading is held against the loop's own rate with its pauses,
 ``1 / (1 / s + p)``, ``p`` the pauses' seconds per step since the opening: a pause costs
 every factor alike, and what the input reads meanwhile counts for the factor that banks
-it, so a loop that pauses needs less echo than its R. A trainer of several in step also gives its own wait for
-input: steps held back by another trainer's input, not its own, keep its factor.
+it, so a loop that pauses needs less echo than its R. A trainer of several in step also
+gives its own wait for input: steps held back by another trainer's input, not its own,
+keep its factor.
 
 The parts, each with its tests: :mod:`echoing.control.windows` (intervals and what is left
 out), :mod:`echoing.control.estimate` (readings and R), :mod:`echoing.control.policy`

@@ -47,6 +47,32 @@ def test_a_lone_long_step_while_the_input_stood_still_is_a_pause():
     assert clock.observe(step, now + 0.5, fresh + 32, 2.0).left_out == LeftOut.PAUSE
 
 
+def test_a_pause_adds_its_seconds_beyond_typical_steps_to_the_pause_per_step():
+    clock = StepClock(elements_per_step=64)
+    step, now, fresh = steady_clock(clock, 40, fresh_per_step=32, factor=2.0)
+    assert clock.pause_per_step == 0.0
+    clock.observe(step, now + 0.51, fresh + 32, 2.0)  # A 10 ms step and a 0.5 s pause.
+    assert clock.pause_per_step == pytest.approx(0.5 / 40)  # 40 timed intervals, the first call only starts the clock
+    clock.count_pauses_afresh()
+    steady_clock(clock, 10, fresh_per_step=32, factor=2.0, start=step + 1, fresh=fresh + 32)
+    assert clock.pause_per_step == 0.0
+
+
+def test_long_steps_taken_for_pauses_are_taken_back_when_they_recur():
+    clock = StepClock(elements_per_step=64)
+    step, now, fresh = steady_clock(clock, 40, fresh_per_step=32, factor=2.0)
+    charged = []
+    for _ in range(4):  # A stall of 10 step-times every 8 steps, the echo stage standing still in it.
+        for _ in range(7):
+            now, step, fresh = now + 0.01, step + 1, fresh + 32
+            clock.observe(step, now, fresh, 2.0)
+        now, step, fresh = now + 0.11, step + 1, fresh + 32
+        clock.observe(step, now, fresh, 2.0)
+        charged.append(clock.pause_per_step)
+    assert charged[0] > 0 and charged[1] > charged[0] and charged[2] > charged[1]  # Taken for pauses at first,
+    assert charged[3] == 0.0  # and the input's stalls once they recur.
+
+
 def test_a_long_step_during_which_the_input_delivered_is_measured_as_the_inputs_time():
     clock = StepClock(elements_per_step=64)
     step, now, fresh = steady_clock(clock, 40, fresh_per_step=32, factor=2.0)
