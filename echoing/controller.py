@@ -301,8 +301,7 @@ class EchoController:
         if (not self._measurement.add(interval.steps, interval.seconds, interval.fresh, interval.waited)
                 or self.settings.max_factor == 1):
             return None
-        self._policy.pause_per_step = self._clock.pause_per_step
-        reading = self._measurement.reading(self._policy.loop_rate, self._policy.own_wait)
+        reading = self._measurement.reading(self._policy.loop_rate(self._clock.pause_per_step), self._policy.own_wait)
         if reading is None or not reading.complete:
             return None
         self.window_rates.append((interval.end_step, reading.step_rate))

@@ -101,15 +101,13 @@ class Policy:
         self.own_rate = math.nan
         self.own_wait = 0.0  # the share of the opening's time spent in next(iterator): the call's own cost
         self.ratio = math.nan
-        self.pause_per_step = 0.0  # seconds of unannounced pause per step, as the loop's clock finds them
         self.held_since: Optional[int] = None
         self._last_raise: Optional[tuple[float, float]] = None  # (step rate before, factor before)
         self._futile_raises = 0  # raises in a row after which the steps ran no faster
 
-    @property
-    def loop_rate(self) -> float:
-        """Steps per second where the input keeps up, the loop's unannounced pauses included."""
-        return 1 / (1 / self.own_rate + self.pause_per_step)
+    def loop_rate(self, pause_per_step: float) -> float:
+        """Steps per second where the input keeps up, with the loop's unannounced pauses (seconds a step) in."""
+        return 1 / (1 / self.own_rate + pause_per_step)
 
     def clip(self, factor: float) -> float:
         return min(self.max_factor, max(1.0, round(factor, 3)))
