@@ -500,6 +500,12 @@ class Summary(results_io.Record):
     change_met: int
 
 
+def slower_counts(over_none: list[float]) -> dict:
+    """How many of the times over no echo's are slower at all, and by more than :data:`SLOWER_TOLERANCE`."""
+    return {"slower_than_none": sum(ratio > 1.0 + 1e-9 for ratio in over_none),
+            "slower_beyond_tolerance": sum(ratio > 1.0 + SLOWER_TOLERANCE for ratio in over_none)}
+
+
 def summarize(results: list[Result], law: Law, slope: float) -> Summary:
     mine = [r for r in results if r.law == law and r.slope == slope]
     over = [r.over_best for r in mine]
@@ -508,8 +514,7 @@ def summarize(results: list[Result], law: Law, slope: float) -> Summary:
     changed = [r for r in mine if not math.isnan(r.near_share)]
     return Summary(law=law, slope=slope, cases=len(mine), p50=statistics.median(over), p95=quantile(over, 0.95),
                    worst=worst.over_best, worst_seed=worst.seed,
-                   slower_than_none=sum(r.over_none > 1.0 + 1e-9 for r in mine),
-                   slower_beyond_tolerance=sum(r.over_none > 1.0 + SLOWER_TOLERANCE for r in mine), max_cases=len(at_max),
+                   **slower_counts([r.over_none for r in mine]), max_cases=len(at_max),
                    worst_over_max=max((r.over_max for r in at_max), default=math.nan),
                    change_cases=len(changed), change_met=sum(r.near_share >= 0.9 for r in changed))
 
@@ -543,8 +548,7 @@ def summarize_frontier(frontier: list[KnownFactor], cases: list[Case]) -> list[F
                 summaries.append(FrontierSummary(
                     cases_of=cases_of, chosen_at=chosen_at, slope=slope, cases=len(mine),
                     p50=statistics.median(over), p95=quantile(over, 0.95), worst=max(over),
-                    slower_than_none=sum(k.over_none > 1.0 + 1e-9 for k in mine),
-                    slower_beyond_tolerance=sum(k.over_none > 1.0 + SLOWER_TOLERANCE for k in mine)))
+                    **slower_counts([k.over_none for k in mine])))
     return summaries
 
 
