@@ -63,7 +63,9 @@ def main(argv=None) -> None:
     parser.add_argument("--every", type=int, default=10, help="checkpoint every this many steps")
     parser.add_argument("--factor", type=float, default=1.5, help="the echo factor (a tf.Variable)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step (to give a test time to kill)")
+    parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step")
+    parser.add_argument("--wait-after-step", type=int, default=0,
+                        help="after this step (and its checkpoint), wait to be killed: a test kills it there")
     parser.add_argument("--service", default="", help="a tf.data service dispatcher (grpc://host:port) to read through")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.every < 1:
@@ -100,6 +102,10 @@ def main(argv=None) -> None:
         print(json.dumps({"step": int(step), "ids": batch["id"].numpy().tolist(), "fresh": int(stats.fresh)}), flush=True)
         if int(step) % args.every == 0:
             manager.save(checkpoint_number=int(step))
+        if int(step) == args.wait_after_step:
+            print(json.dumps({"waiting": int(step)}), flush=True)
+            while True:  # Until killed: where it stops no longer depends on how fast the machine is.
+                time.sleep(60)
         time.sleep(args.step_seconds)
     weights = [w.tolist() for w in model.get_weights()]
     print(json.dumps({"done": int(step), "fresh": int(stats.fresh), "emitted": int(stats.emitted), "weights": weights}), flush=True)

@@ -29,15 +29,27 @@ def require(package: str) -> None:
     pytest.skip(f"{package} is not installed; pip install -e '.[{package}]' runs these tests on it")
 
 
-@pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_the_keras_facing_tests_pass_on_another_backend(backend):
+def run_keras_facing_tests(backend, marks):
     require(backend)
     env = dict(os.environ, KERAS_BACKEND=backend)
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *KERAS_FACING],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "-m", marks,
+                             *KERAS_FACING], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     report = result.stdout[-6000:] + result.stderr[-2000:]
     assert result.returncode == 0, report
     assert " passed" in result.stdout and " failed" not in result.stdout, report
+
+
+# The child's tests carry their own marks: the deterministic ones run with the default
+# run, the ones that read the clock with the timing tests.
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_keras_facing_tests_pass_on_another_backend(backend):
+    run_keras_facing_tests(backend, "not slow and not timing")
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_keras_facing_timing_tests_pass_on_another_backend(backend):
+    run_keras_facing_tests(backend, "timing and not slow")
 
 
 def test_the_backends_benchmark_runs_small_end_to_end(tmp_path):

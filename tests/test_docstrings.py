@@ -55,8 +55,9 @@ def run_examples(name):
     return doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
 
 
-# Examples that run a sleep-paced loop and print what a controller decided on it.
-TIMED_EXAMPLES = {"echoing.auto_echo"}
+# Examples that read the clock: a sleep-paced loop and what a controller decided on it,
+# and a read throttled to a rate.
+TIMED_EXAMPLES = {"echoing.auto_echo", "pipelines.slow_storage"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.timing) if name in TIMED_EXAMPLES else name

@@ -4,7 +4,7 @@ Each loop is a Keras ``fit`` whose step sleeps 10 ms (:class:`benchmarks.lib.sle
 over an input throttled so that R is known, with AutoEcho given the echo stage's fresh
 count. The held factor (the last factor the controller held, checks below it aside) must
 be within [0.8, 1.5] x R, or at least 0.9 ``max_factor`` where R is above it. Sleeps on
-a shared machine: the margins are wide, and ``-m "not timing"`` leaves these out. The JAX
+a shared machine: the margins are wide, and they are `timing` tests, outside the default run. The JAX
 loop's counterpart is in ``tests/test_jax_loop.py``.
 """
 

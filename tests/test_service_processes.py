@@ -151,9 +151,9 @@ def test_a_trainer_killed_and_resumed_on_a_new_job_goes_on_with_exact_counts_and
     _, target = cluster.dispatcher()
     cluster.worker(target)  # One worker: its order is the source's, so runs compare.
 
-    def command(step_seconds):
+    def command(wait_after_step):
         return [sys.executable, "-m", "examples.resume_training", "--dir", str(tmp_path / "ckpt"), "--steps", "30",
-                "--every", "5", "--step-seconds", str(step_seconds), "--service", target]
+                "--every", "5", "--wait-after-step", str(wait_after_step), "--service", target]
 
     def records(text):
         return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
@@ -161,31 +161,33 @@ def test_a_trainer_killed_and_resumed_on_a_new_job_goes_on_with_exact_counts_and
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     first_output = tmp_path / "first.out"
     with open(first_output, "w") as out:
-        job = subprocess.Popen(command(0.2), cwd=root, stdout=out, stderr=subprocess.DEVNULL)
+        # The job waits after step 13 (its last checkpoint at 10) until it is killed there.
+        job = subprocess.Popen(command(13), cwd=root, stdout=out, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and not any(r.get("step", 0) >= 13
-                                                          for r in records(first_output.read_text())):
+            while time.monotonic() < deadline and job.poll() is None and not any(
+                    "waiting" in r for r in records(first_output.read_text())):
                 time.sleep(0.1)
         finally:
-            job.send_signal(signal.SIGKILL)
+            os.killpg(job.pid, signal.SIGKILL)
             job.wait(timeout=60)
     first = records(first_output.read_text())
-    assert not any("done" in r for r in first), "the job was not killed mid-run"
-    second = records(subprocess.run(command(0.0), cwd=root, capture_output=True, text=True, timeout=300,
+    assert {"waiting": 13} in first and not any("done" in r for r in first), "the job was not killed mid-run"
+    second = records(subprocess.run(command(0), cwd=root, capture_output=True, text=True, timeout=300,
                                     check=True).stdout)
     restored_at = second[0]["step"]
-    assert "restored" in second[0] and restored_at >= 10 and restored_at % 5 == 0
+    assert "restored" in second[0] and restored_at == 10
     saved_fresh = next(r["fresh"] for r in first if r.get("step") == restored_at)
     steps = [r for r in second if "ids" in r]
     assert [r["step"] for r in steps] == list(range(restored_at + 1, 31))
     # What the service cannot resume: the position. The new job starts a new pass, so the
     # resumed run trains on the first run's first batches again, with the same draws.
-    overlap = min(len(steps), len(first))  # The first run's steps that the resumed run's can be set beside.
-    assert overlap >= 10
-    assert [r["ids"] for r in steps[:overlap]] == [r["ids"] for r in first[:overlap]]
+    first_steps = [r for r in first if "ids" in r]
+    assert [r["step"] for r in first_steps] == list(range(1, 14))
+    overlap = len(first_steps)  # The first run's steps that the resumed run's can be set beside.
+    assert [r["ids"] for r in steps[:overlap]] == [r["ids"] for r in first_steps]
     # What resumes exactly: the counts go on from the checkpoint's.
-    assert [r["fresh"] - saved_fresh for r in steps[:overlap]] == [r["fresh"] for r in first[:overlap]]
+    assert [r["fresh"] - saved_fresh for r in steps[:overlap]] == [r["fresh"] for r in first_steps]
     assert second[-1]["done"] == 30 and second[-1]["fresh"] == steps[-1]["fresh"]
 
 
@@ -294,3 +296,38 @@ def test_a_dispatcher_that_never_comes_back_stops_the_trainer_with_a_clear_error
     assert code == echoing.service.watchdog.EXIT_CODE
     assert "has not answered for 5 s; stopping this trainer" in stderr
     assert 4 <= seconds <= 20, seconds  # The timeout from the last answer (a probe before the kill), and the exit.
+
+
+FINITE_PASS_TRAINER = """
+import sys, tensorflow as tf, echoing
+from tensorflow.python.data.experimental.ops import testing
+target = sys.argv[1]
+ds = tf.data.Dataset.range(4000).apply(testing.sleep(5000))  # A finite pass: 10 s on two workers.
+ds = ds.apply(echoing.service.distribute("distributed_epoch", target)).apply(echoing.echo(2))
+with echoing.service.StallWatchdog(timeout_seconds=5, poll_seconds=0.5) as watchdog:
+    for i, x in enumerate(watchdog.watch(ds)):
+        if i == 200:
+            print("reading", flush=True)
+print("the pass ended", flush=True)
+"""
+
+
+def test_a_finite_pass_that_never_ends_after_a_worker_loss_stops_the_trainer_with_a_clear_error(cluster):
+    _, target = cluster.dispatcher()
+    workers = [cluster.worker(target) for _ in range(2)]
+    trainer = subprocess.Popen([sys.executable, "-c", FINITE_PASS_TRAINER, target], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert trainer.stdout.readline().strip() == "reading"
+        os.kill(workers[0].pid, signal.SIGKILL)
+        code = trainer.wait(timeout=180)
+        stdout, stderr = trainer.stdout.read(), trainer.stderr.read()
+    finally:
+        if trainer.poll() is None:
+            os.killpg(trainer.pid, signal.SIGKILL)
+            trainer.wait()
+    # Without the watchdog the pass waits for the lost worker's part forever; with it,
+    # the trainer ends with the code that asks for a restart, and says why.
+    assert "the pass ended" not in stdout
+    assert code == echoing.service.watchdog.EXIT_CODE, stderr[-2000:]
+    assert "training has taken no batch for 5 s" in stderr and "its input has stalled" in stderr

@@ -34,7 +34,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from echoing.service.watchdog import DispatcherWatchdog  # noqa: F401  (echoing.service.DispatcherWatchdog)
+from echoing.service.watchdog import DispatcherWatchdog, StallWatchdog  # noqa: F401  (echoing.service.*)
 
 # The attributes an echo stage leaves on the dataset it returns: every stage, and a stage
 # with a tf.Variable factor.
