@@ -12,6 +12,7 @@ pytestmark = pytest.mark.skipif(
     reason="jax and grain are not installed; pip install -e '.[jax,grain]' runs this test")
 
 
+@pytest.mark.slow  # About 22 s (grain's worker processes, 600 paced steps): run with python -m pytest -m slow.
 @pytest.mark.timing
 def test_the_grain_jax_loop_holds_a_factor_for_its_input_and_counts_what_it_trained_on():
     # Its own process: grain's workers are started from a __main__ that parses absl's flags.

@@ -302,7 +302,7 @@ FINITE_PASS_TRAINER = """
 import sys, tensorflow as tf, echoing
 from tensorflow.python.data.experimental.ops import testing
 target = sys.argv[1]
-ds = tf.data.Dataset.range(4000).apply(testing.sleep(5000))  # A finite pass: 10 s on two workers.
+ds = tf.data.Dataset.range(1000).apply(testing.sleep(5000))  # A finite pass: 2.5 s on two workers.
 ds = ds.apply(echoing.service.distribute("distributed_epoch", target)).apply(echoing.echo(2))
 with echoing.service.StallWatchdog(timeout_seconds=5, poll_seconds=0.5) as watchdog:
     for i, x in enumerate(watchdog.watch(ds)):
