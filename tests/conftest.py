@@ -1,14 +1,18 @@
-"""Shared test set-up: quiet TensorFlow, and a private cache for embedded data."""
+"""Shared test set-up: quiet TensorFlow, a private cache for embedded data, a timeout on every test, and a job killed where it waits."""
 
+import json
 import os
+import signal
+import subprocess
 import tempfile
+import time
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Tests (and the README examples they run) generate small embedded data sets; keep them
 # out of the user's cache. A cache set explicitly in the environment is respected.
 os.environ.setdefault("ECHOING_CACHE_DIR", tempfile.mkdtemp(prefix="echoing-test-cache-"))
-
-import pytest
 
 # Seconds before a test fails as a hang, by its marks (the default, 300 s, is setup.cfg's
 # --timeout). A test's own @pytest.mark.timeout wins.
@@ -23,3 +27,32 @@ def pytest_collection_modifyitems(config, items):
             if item.get_closest_marker(mark) is not None:
                 item.add_marker(pytest.mark.timeout(seconds))
                 break
+
+
+@pytest.fixture
+def run_until_waiting():
+    """Runs a job that prints ``{"waiting": step}`` and waits there (``examples.resume_training --wait-after-step``),
+    SIGKILLs its process group once it waits, and returns the JSON records it printed.
+
+    Where the job stops is its own choice, not a race against its sleeps, so the test
+    passes on a busy machine; the deadline only bounds a hang.
+    """
+    def run(command, deadline_seconds=240, **popen):
+        with tempfile.TemporaryFile("w+") as out:
+            job = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL, start_new_session=True, **popen)
+            try:
+                deadline = time.monotonic() + deadline_seconds
+                while time.monotonic() < deadline and job.poll() is None:
+                    out.seek(0)
+                    if '"waiting"' in out.read():
+                        break
+                    time.sleep(0.1)
+            finally:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait(timeout=60)
+            out.seek(0)
+            records = [json.loads(line) for line in out.read().splitlines() if line.startswith("{")]
+        assert job.returncode == -signal.SIGKILL and any("waiting" in r for r in records), "the job was not killed mid-run"
+        return records
+
+    return run

@@ -2,10 +2,8 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,26 +25,14 @@ def environment():
     return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
-def test_a_job_killed_with_sigkill_resumes_on_exactly_the_batches_of_an_uninterrupted_run(tmp_path):
+def test_a_job_killed_with_sigkill_resumes_on_exactly_the_batches_of_an_uninterrupted_run(tmp_path, run_until_waiting):
     uninterrupted = records(subprocess.run(command(tmp_path / "a"), cwd=ROOT, env=environment(), capture_output=True,
                                            text=True, timeout=300, check=True).stdout)
 
     # Killed after step 23, three steps past its last checkpoint (20): the job waits there
     # for the kill, so where it stops does not depend on how fast the machine runs.
-    first_output = tmp_path / "first.out"
-    with open(first_output, "w") as out:
-        job = subprocess.Popen(command(tmp_path / "b", wait_after_step=23), cwd=ROOT, env=environment(), stdout=out,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 240  # A bound on a hang only: the job takes seconds.
-            while time.monotonic() < deadline and job.poll() is None and not any(
-                    "waiting" in r for r in records(first_output.read_text())):
-                time.sleep(0.1)
-        finally:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(timeout=60)
-    first = records(first_output.read_text())
-    assert job.returncode == -signal.SIGKILL and {"waiting": 23} in first, "the job was not killed mid-run"
+    first = run_until_waiting(command(tmp_path / "b", wait_after_step=23), cwd=ROOT, env=environment())
+    assert {"waiting": 23} in first
 
     second = records(subprocess.run(command(tmp_path / "b"), cwd=ROOT, env=environment(), capture_output=True,
                                     text=True, timeout=300, check=True).stdout)

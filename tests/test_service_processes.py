@@ -145,7 +145,8 @@ def test_a_worker_killed_under_parallel_epochs_leaves_the_others_pass_and_the_co
     assert seconds < 30
 
 
-def test_a_trainer_killed_and_resumed_on_a_new_job_goes_on_with_exact_counts_and_a_new_pass(cluster, tmp_path):
+def test_a_trainer_killed_and_resumed_on_a_new_job_goes_on_with_exact_counts_and_a_new_pass(cluster, tmp_path,
+                                                                                          run_until_waiting):
     import json
 
     _, target = cluster.dispatcher()
@@ -159,20 +160,9 @@ def test_a_trainer_killed_and_resumed_on_a_new_job_goes_on_with_exact_counts_and
         return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    first_output = tmp_path / "first.out"
-    with open(first_output, "w") as out:
-        # The job waits after step 13 (its last checkpoint at 10) until it is killed there.
-        job = subprocess.Popen(command(13), cwd=root, stdout=out, stderr=subprocess.DEVNULL, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and job.poll() is None and not any(
-                    "waiting" in r for r in records(first_output.read_text())):
-                time.sleep(0.1)
-        finally:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(timeout=60)
-    first = records(first_output.read_text())
-    assert {"waiting": 13} in first and not any("done" in r for r in first), "the job was not killed mid-run"
+    # The job waits after step 13 (its last checkpoint at 10) until it is killed there.
+    first = run_until_waiting(command(13), cwd=root)
+    assert {"waiting": 13} in first and not any("done" in r for r in first)
     second = records(subprocess.run(command(0), cwd=root, capture_output=True, text=True, timeout=300,
                                     check=True).stdout)
     restored_at = second[0]["step"]
