@@ -9,7 +9,7 @@ from typing import Callable, Optional, Union
 
 import tensorflow as tf
 
-from echoing import external_state, service
+from echoing import external_state
 from echoing._checks import check_int
 from echoing.stats import EchoStats
 
@@ -34,6 +34,12 @@ _MICRO_BATCH_BYTES = 256 * 1024
 _ASSUMED_STRING_BYTES = 64
 
 _stage_ids = itertools.count()
+
+# The attributes an echo stage leaves on the dataset it returns: every stage, and a stage
+# with a tf.Variable factor. They describe the stage; whoever deploys a dataset reads them
+# (echoing.service.distribute refuses what would break on tf.data service workers).
+ECHO_MARK = "_echoing_factor"
+VARIABLE_ECHO_MARK = "_echoing_variable_factor"
 
 
 def echo(
@@ -129,13 +135,40 @@ def echo(
             # Its variable reads and writes would block iterator checkpoints; their state
             # is saved elsewhere (see echoing/external_state.py).
             echoed = external_state.ignore_echo_state(echoed, dataset)
-        # So that echoing.service.distribute can refuse what would break on the workers.
-        setattr(echoed, service.ECHO_MARK, _describe(factor))
+        # What the stage is, for whoever deploys the dataset (see ECHO_MARK).
+        setattr(echoed, ECHO_MARK, _describe(factor))
         if isinstance(factor, tf.Variable):
-            setattr(echoed, service.VARIABLE_ECHO_MARK, factor.name)
+            setattr(echoed, VARIABLE_ECHO_MARK, factor.name)
         return echoed
 
     return _apply_fn
+
+
+def echo_stages(dataset: tf.data.Dataset, mark: str = VARIABLE_ECHO_MARK) -> list[str]:
+    """The echo stages inside ``dataset`` that carry ``mark``: by default, their variable factors' names.
+
+    Example:
+
+    >>> import tensorflow as tf, echoing
+    >>> factor = tf.Variable(2.0, dtype=tf.float64, name="factor")
+    >>> echo_stages(tf.data.Dataset.range(3).apply(echoing.echo(factor)).batch(2))
+    ['factor:0']
+    >>> echo_stages(tf.data.Dataset.range(3).apply(echoing.echo(2)))
+    []
+    >>> echo_stages(tf.data.Dataset.range(3).apply(echoing.echo(2)), mark=ECHO_MARK)
+    ['2']
+    """
+    found, seen, stack = [], set(), [dataset]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        value = getattr(current, mark, None)
+        if value is not None:
+            found.append(value)
+        stack.extend(current._inputs())  # The datasets this one was built from.
+    return sorted(found)
 
 
 def check_echo_settings(factor, *, shuffle_buffer_size=0, seed=None) -> None:

@@ -1,4 +1,4 @@
-"""Keras loops whose step sleeps, fed by a throttled echoed input: real ``fit`` loops with a known R.
+"""Keras loops whose step sleeps, fed by a throttled echoed input: real ``fit`` loops with a known R (a test helper).
 
 The training step is :class:`SleepStep`, a Keras model whose step sleeps
 ``step_seconds`` (it releases the CPU, as a step on an accelerator does), so what a
@@ -111,15 +111,6 @@ def step_rate_alone(model: SleepStep, config: SleepLoopConfig) -> float:
     ds = tf.data.Dataset.from_tensors(batch).repeat()
     times = StepTimes()
     model.fit(ds, steps_per_epoch=config.warmup_steps + config.fixed_steps, epochs=1, verbose=0, callbacks=[times])
-    return rate_between(times.times, config.warmup_steps)
-
-
-def fixed_rate(model, limiter, factor_value, config) -> float:
-    """The step rate at a fixed echo factor."""
-    factor = tf.Variable(float(factor_value), dtype=tf.float64)
-    times = StepTimes()
-    model.fit(paced_dataset(limiter, factor, config), steps_per_epoch=config.warmup_steps + config.fixed_steps,
-              epochs=1, verbose=0, callbacks=[times])
     return rate_between(times.times, config.warmup_steps)
 
 

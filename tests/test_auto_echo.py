@@ -2,7 +2,7 @@
 
 The step sleeps 10 ms and releases the CPU, and the upstream sleeps too, so the rates hold
 on a busy shared machine; tolerances are wide and the exact figures live in
-``benchmarks/lib/sleep_loops.py``.
+``tests/sleep_loops.py``.
 """
 
 import keras
@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import echoing
-from benchmarks.lib.sleep_loops import (SleepLoopConfig, SleepStep, StepTimes, auto_run, paced_dataset, rate_between,
+from sleep_loops import (SleepLoopConfig, SleepStep, StepTimes, auto_run, paced_dataset, rate_between,
                                   step_rate_alone)
 from pipelines.slow_storage import RateLimiter
 

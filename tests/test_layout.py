@@ -26,9 +26,43 @@ def modules_of(package: str) -> dict[str, set[str]]:
     return {path.stem: imported_modules(path) for path in sorted((ROOT / package).glob("*.py"))}
 
 
+def library_modules() -> dict[str, set[str]]:
+    """Every module of ``echoing``, its sub-packages included, by dotted name, with what it imports."""
+    modules = {}
+    for path in sorted((ROOT / "echoing").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = imported_modules(path)
+    return modules
+
+
+def test_the_layout_test_reaches_every_part_of_the_library():
+    names = set(library_modules())
+    assert {"echoing", "echoing.echo", "echoing.control.policy", "echoing.control.windows", "echoing.service",
+            "echoing.service.watchdog", "echoing.service.servers"} <= names
+
+
 def test_the_library_imports_neither_pipelines_nor_benchmarks():
-    for name, imports in modules_of("echoing").items():
+    for name, imports in library_modules().items():
         assert not {m for m in imports if m.split(".")[0] in ("pipelines", "benchmarks")}, name
+
+
+def test_only_the_package_and_the_service_itself_import_the_service():
+    # A transformation knows nothing of where it is deployed: the echo stage leaves its
+    # marks, and the service reads them (echoing/echo.py's ECHO_MARK).
+    for name, imports in library_modules().items():
+        if name == "echoing" or name.startswith("echoing.service"):
+            continue
+        assert not {m for m in imports if m.startswith("echoing.service") or m == "echoing.service"}, name
+
+
+def test_the_laws_parts_import_neither_the_controller_nor_its_callers():
+    # echoing/control/ holds the law's parts (windows, estimate, policy); the controller
+    # composes them and AutoEcho drives the controller, so every arrow points down.
+    above = {"echoing.controller", "echoing.auto_echo", "echoing.simulation", "echoing.testing"}
+    for name, imports in library_modules().items():
+        if name.startswith("echoing.control."):
+            assert not imports & above, (name, sorted(imports & above))
 
 
 def test_pipelines_import_no_benchmark():

@@ -1,6 +1,6 @@
 """AutoEcho in the loops users run: checkpoints and pausing callbacks, steps_per_execution, validation, a slow first step, an input slower than max_factor.
 
-Each loop is a Keras ``fit`` whose step sleeps 10 ms (:class:`benchmarks.lib.sleep_loops.SleepStep`)
+Each loop is a Keras ``fit`` whose step sleeps 10 ms (:class:`sleep_loops.SleepStep`, ``tests/sleep_loops.py``)
 over an input throttled so that R is known, with AutoEcho given the echo stage's fresh
 count. The held factor (the last factor the controller held, checks below it aside) must
 be within [0.8, 1.5] x R, or at least 0.9 ``max_factor`` where R is above it. Sleeps on
@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 import echoing
-from benchmarks.lib.sleep_loops import SleepLoopConfig, SleepStep, paced_dataset, step_rate_alone
+from sleep_loops import SleepLoopConfig, SleepStep, paced_dataset, step_rate_alone
 from pipelines.slow_storage import RateLimiter
 
 pytestmark = pytest.mark.timing

@@ -1,6 +1,6 @@
 """Timing a Keras ``fit`` from outside the model: step end times, and the rate between two of them.
 
-A part of the benchmarks' library (``sleep_loops``, ``critical_batch`` and ``xla_check`` use
+A part of the benchmarks' library (``critical_batch``, ``xla_check`` and the tests' ``tests/sleep_loops.py`` use
 it). Example:
 
 >>> times = [0.0, 0.1, 0.2, 0.4]

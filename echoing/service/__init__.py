@@ -34,40 +34,8 @@ from typing import Callable
 
 import tensorflow as tf
 
+from echoing.echo import ECHO_MARK, VARIABLE_ECHO_MARK, echo_stages
 from echoing.service.watchdog import DispatcherWatchdog, StallWatchdog  # noqa: F401  (echoing.service.*)
-
-# The attributes an echo stage leaves on the dataset it returns: every stage, and a stage
-# with a tf.Variable factor.
-ECHO_MARK = "_echoing_factor"
-VARIABLE_ECHO_MARK = "_echoing_variable_factor"
-
-
-def echo_stages(dataset: tf.data.Dataset, mark: str = VARIABLE_ECHO_MARK) -> list[str]:
-    """The echo stages inside ``dataset`` that carry ``mark``: by default, their variable factors' names.
-
-    Example:
-
-    >>> import tensorflow as tf, echoing
-    >>> factor = tf.Variable(2.0, dtype=tf.float64, name="factor")
-    >>> echo_stages(tf.data.Dataset.range(3).apply(echoing.echo(factor)).batch(2))
-    ['factor:0']
-    >>> echo_stages(tf.data.Dataset.range(3).apply(echoing.echo(2)))
-    []
-    >>> echo_stages(tf.data.Dataset.range(3).apply(echoing.echo(2)), mark=ECHO_MARK)
-    ['2']
-    """
-    found, seen, stack = [], set(), [dataset]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        value = getattr(current, mark, None)
-        if value is not None:
-            found.append(value)
-        stack.extend(current._inputs())  # The datasets this one was built from.
-    return sorted(found)
-
 
 def distribute(processing_mode: str, service: str, **kwargs) -> Callable[[tf.data.Dataset], tf.data.Dataset]:
     """``tf.data.experimental.service.distribute``, refusing a variable-factor echo stage inside.
