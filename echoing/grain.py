@@ -29,9 +29,8 @@ process would be copies that the trainer never sees; :func:`echo` refuses that).
 
 from __future__ import annotations
 
-import math
 import numbers
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 try:
     import grain
@@ -41,13 +40,10 @@ except ImportError as error:  # pragma: no cover - exercised in a process withou
 import numpy as np
 
 from echoing._checks import check_int
+from echoing._echo_groups import EchoGroups
 from echoing.echo import _check_factor_value, _check_seed
 
 __all__ = ["EchoStats", "Factor", "echo"]
-
-# Fractional draws come in blocks of this many elements, one generator per block (cheap
-# per element, and any element's draw is found again from its index after a restore).
-_DRAW_BLOCK = 1024
 
 
 def _factor_value(value, name: str) -> float:
@@ -110,13 +106,11 @@ class EchoStats:
 
     @property
     def fresh(self) -> int:
-        return 0 if self._iterator is None else self._iterator._fresh
+        return 0 if self._iterator is None else self._iterator._groups.fresh
 
     @property
     def emitted(self) -> int:
-        # Counted per group and read with the position in it: nothing is added per element.
-        iterator = self._iterator
-        return 0 if iterator is None else iterator._emitted_before + iterator._position
+        return 0 if self._iterator is None else self._iterator._groups.emitted
 
     def __repr__(self) -> str:
         return f"EchoStats(fresh={self.fresh}, emitted={self.emitted})"
@@ -191,7 +185,7 @@ class _EchoIterator(grain.DatasetIterator):
 
     Without shuffle a group is one element's copies; with shuffle it is a window. Restoring
     sets the parent back to the group's start, pulls the group's elements again, and skips
-    what was emitted.
+    what was emitted (``echoing/_echo_groups.py``).
     """
 
     def __init__(self, parent, factor, shuffle_buffer_size: int, seed: Optional[int],
@@ -203,32 +197,12 @@ class _EchoIterator(grain.DatasetIterator):
         self._seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else seed
         if stats is not None:
             stats._iterator = self  # The stage's counts are its latest iterator's.
-        self._block, self._draws = -1, None
-        self._fresh = 0  # elements pulled from the parent: the index of the next one, which sets its draw
-        self._emitted_before = 0  # outputs of the groups before this one
-        self._window = 0  # groups filled so far (the shuffle's stream)
-        self._group_state = self._parent.get_state()  # the parent where the group began
-        self._group_fresh = 0  # _fresh where the group began
-        self._group_factor = 1.0  # the factor the group was drawn at
-        self._outputs: list[Any] = []  # the group's outputs, in the order they go out
-        self._position = 0  # outputs of the group emitted
+        self._groups = EchoGroups(pull=lambda: next(self._parent), parent_state=self._parent.get_state,
+                                  factor=self._current_factor, shuffle_buffer_size=shuffle_buffer_size,
+                                  key=(self._seed,))
 
     def __next__(self):
-        position = self._position
-        if position >= len(self._outputs):
-            self._fill()
-            position = 0
-        self._position = position + 1
-        return self._outputs[position]
-
-    # The draws.
-
-    def _uniform(self, index: int) -> float:
-        block = index // _DRAW_BLOCK
-        if block != self._block:
-            self._block = block
-            self._draws = np.random.default_rng([self._seed, 0, block]).random(_DRAW_BLOCK)
-        return self._draws[index % _DRAW_BLOCK]
+        return next(self._groups)
 
     def _current_factor(self) -> float:
         if self._live:
@@ -236,63 +210,15 @@ class _EchoIterator(grain.DatasetIterator):
             return _factor_value(self._factor.value, "factor (current value of the echoing.grain.Factor)")
         return float(self._factor)
 
-    # The group.
-
-    def _fill(self) -> None:
-        """Pulls the next group; raises StopIteration when the parent has nothing left."""
-        self._emitted_before += self._position
-        self._position = 0
-        self._outputs = []
-        self._group_state = self._parent.get_state()
-        self._group_fresh = self._fresh
-        self._group_factor = self._current_factor()  # Read once per group, so a restore draws the same.
-        self._pull_group(self._fresh)
-        self._window += 1
-
-    def _pull_group(self, index: int) -> None:
-        """The group's outputs from the parent, from element ``index`` at ``_group_factor``."""
-        value = self._group_factor
-        whole = math.floor(value)
-        part = value - whole
-        if not self._buffer:
-            element = next(self._parent)  # Raises StopIteration at the end: an empty group.
-            copies = whole + 1 if part and self._uniform(index) < part else whole
-            self._outputs = [element] * copies
-            self._fresh = index + 1
-            return
-        outputs = []
-        while len(outputs) < self._buffer:
-            try:
-                element = next(self._parent)
-            except StopIteration:
-                if not outputs:
-                    raise
-                break
-            outputs.extend([element] * (whole + 1 if part and self._uniform(index) < part else whole))
-            index += 1
-        order = np.random.default_rng([self._seed, 1, self._window]).permutation(len(outputs))
-        self._outputs = [outputs[k] for k in order]
-        self._fresh = index
-
     def get_state(self) -> dict:
         # The group is found again from where it began, its factor and the draws: the state
         # has one shape at every step (grain checks that), whatever the group's size.
-        return {"parent": self._group_state, "seed": self._seed, "group_fresh": self._group_fresh,
-                "group_factor": self._group_factor, "window": self._window, "position": self._position,
-                "emitted_before": self._emitted_before}
+        return {**self._groups.state(), "seed": self._seed}
 
     def set_state(self, state: dict) -> None:
         self._parent.set_state(state["parent"])
-        self._group_state = state["parent"]
-        self._seed, self._block = state["seed"], -1
-        self._group_factor = state["group_factor"]
-        self._emitted_before, self._position = state["emitted_before"], state["position"]
-        self._group_fresh = self._fresh = state["group_fresh"]
-        self._window, self._outputs = state["window"], []
-        if self._position:  # Part of the group went out: read it again, from the stream it was shuffled with.
-            self._window -= 1
-            self._pull_group(self._group_fresh)
-            self._window += 1
+        self._seed = state["seed"]
+        self._groups.restore(state, key=(self._seed,))
 
     def __str__(self) -> str:
         return f"_EchoIterator(factor={self._factor!r}, shuffle_buffer_size={self._buffer})"

@@ -41,11 +41,11 @@ BENCHMARK_COMMANDS = [name for name in BENCHMARK_MODULES if name not in ("benchm
 
 def test_discovery_finds_the_modules():
     assert {"echoing.echo", "echoing.auto_echo", "pipelines.image", "pipelines.staged"} <= set(LIBRARY_MODULES)
-    assert "benchmarks.lib.sleep_loops" in BENCHMARK_MODULES
+    assert "benchmarks.lib.step_times" in BENCHMARK_MODULES
 
 
 # Modules of an optional extra: their examples run where the extra is installed.
-EXTRAS = {"echoing.grain": "grain"}
+EXTRAS = {"echoing.grain": "grain", "echoing.torch": "torch"}
 
 
 def run_examples(name):

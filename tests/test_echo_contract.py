@@ -1,9 +1,11 @@
-"""The echo contract, run on both implementations from one suite: ``echoing.echo`` (tf.data) and ``echoing.grain.echo``.
+"""The echo contract, run on every implementation from one suite: ``echoing.echo`` (tf.data), ``echoing.grain.echo`` and ``echoing.torch.echo``.
 
 Counts, adjacency within the shuffle window, order, determinism, fresh draws per
-element, exact stats, a live factor and bad input: one test, two stages, so that the two
-cannot drift. What only one has (tf.data's cardinality, grain's checkpoints) is tested
-beside it, in ``tests/test_echo.py`` and ``tests/test_grain.py``.
+element, exact stats, a live factor and bad input: one test, three stages, so that they
+cannot drift. What only one has (tf.data's cardinality, grain's and torch's checkpoints)
+is tested beside it, in ``tests/test_echo.py``, ``tests/test_grain.py`` and
+``tests/test_torch.py``. The torch stage echoes whatever its loader yields, so here its
+loader yields single elements (``batch_size=None``), as the others' datasets do.
 """
 
 import collections
@@ -92,6 +94,62 @@ class Grain:
         return lambda i: {"id": np.int64(i), "image": np.full([2, 3, 4], i, np.float32), "pair": (i, -i)}
 
 
+class TorchLoader:
+    """A ``torch.utils.data.DataLoader`` over ``n`` ids (``batch_size=None``: one element a step), passed ``passes`` times."""
+
+    def __init__(self, n, element=None, passes=1):
+        self.n, self.element, self.passes = n, element, passes
+
+    def __iter__(self):
+        import torch.utils.data
+
+        items = [i if self.element is None else self.element(i) for i in range(self.n)]
+        for _ in range(self.passes):
+            yield from torch.utils.data.DataLoader(items, batch_size=None)
+
+    def repeat(self, passes):
+        return TorchLoader(self.n, self.element, passes)
+
+
+class Torch:
+    """``echoing.torch.echo`` on a ``DataLoader``."""
+
+    name = "torch"
+
+    def __init__(self):
+        import torch
+        from echoing import torch as echo_torch
+        self.torch, self.module = torch, echo_torch
+
+    def dataset(self, n, element=None):
+        return TorchLoader(n, element)
+
+    def echo(self, dataset, factor, **kwargs):
+        return self.module.echo(dataset, factor, **kwargs)
+
+    def elements(self, dataset):
+        return list(dataset)
+
+    def iterator(self, dataset):
+        return iter(dataset)
+
+    def pulled_on_demand(self, dataset):
+        return dataset  # The stage pulls a batch only when a copy is asked for and none is left.
+
+    def stats(self):
+        return self.module.EchoStats()
+
+    def counts(self, stats):
+        return stats.fresh, stats.emitted
+
+    def live_factor(self, value):
+        return self.module.Factor(value)
+
+    def dict_element(self):
+        torch = self.torch
+        return lambda i: {"id": torch.tensor(i), "image": torch.full([2, 3, 4], float(i)), "pair": (i, -i)}
+
+
 def _grain_or_skip():
     try:
         return Grain()
@@ -99,9 +157,16 @@ def _grain_or_skip():
         pytest.skip("grain is not installed; pip install -e '.[grain]' runs the grain half of this suite")
 
 
-@pytest.fixture(params=["tf.data", "grain"])
+def _torch_or_skip():
+    try:
+        return Torch()
+    except ImportError:
+        pytest.skip("torch is not installed; pip install torch==2.13.0 -e '.[torch]' runs the torch third of this suite")
+
+
+@pytest.fixture(params=["tf.data", "grain", "torch"])
 def stage(request):
-    return TfData() if request.param == "tf.data" else _grain_or_skip()
+    return {"tf.data": TfData, "grain": _grain_or_skip, "torch": _torch_or_skip}[request.param]()
 
 
 def ids(elements):
@@ -225,7 +290,7 @@ def test_a_bad_factor_is_refused_naming_it(stage, factor, error, message):
     ({"shuffle_buffer_size": 2.5}, TypeError, r"shuffle_buffer_size: .*got float: 2.5"),
     ({"seed": -1}, ValueError, r"seed: .*got -1"),
     ({"seed": "7"}, TypeError, r"seed: .*got str"),
-    ({"stats": {}}, TypeError, r"stats: expected an echoing(\.grain)?\.EchoStats"),
+    ({"stats": {}}, TypeError, r"stats: expected an echoing(\.grain|\.torch)?\.EchoStats"),
 ])
 def test_a_bad_setting_is_refused_naming_it(stage, kwargs, error, message):
     with pytest.raises(error, match=message):
