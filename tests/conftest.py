@@ -19,7 +19,17 @@ os.environ.setdefault("ECHOING_CACHE_DIR", tempfile.mkdtemp(prefix="echoing-test
 TIMEOUTS = {"slow": 3600, "timing": 900}
 
 
+# The default run hands whole files to two processes (setup.cfg: -n 2 --dist loadfile), in
+# the order collected: the longest files go first, so that neither process is left with
+# one at the end while the other waits (their times from `python -m pytest --durations=0`).
+LONGEST_FIRST = ["test_time_to_target.py", "test_backends.py", "test_pipelines.py", "test_docstrings.py",
+                 "test_checkpoint.py", "test_critical_batch.py", "test_demo.py", "test_service.py",
+                 "test_noise_scale.py", "test_echo.py", "test_resume.py", "test_grain.py"]
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # Stable: each file keeps its own order.
     for item in items:
         if item.get_closest_marker("timeout") is not None:
             continue

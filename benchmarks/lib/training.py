@@ -22,7 +22,8 @@ Example (a tiny run; the target is met at once):
 >>> import tempfile
 >>> from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec
 >>> task = TASKS["resnet"].with_settings(batch_size=8, budget_steps=6, eval_every=2, eval_examples=16,
-...                                      target=0.0, model={"depth": 8, "width": 4})
+...                                      target=0.0, model={"depth": 8, "width": 4}, jit_compile=False,
+...                                      pipeline={"shuffle_buffer_size": 64})
 >>> data = DataOptions(source=None, cache_dir=tempfile.mkdtemp(), num_train_examples=300)
 >>> record = train_to_target(RunSpec(task, "before_augment", 2.0, 0, seed=0, read_rate=None, data=data),
 ...                          log=lambda line: None)
