@@ -46,10 +46,13 @@ def test_the_keras_facing_tests_pass_on_another_backend(backend):
     run_keras_facing_tests(backend, "not slow and not timing")
 
 
+# On JAX only. On Keras's PyTorch backend these loops' premise (a step of about 8 ms
+# against a batch every 40 ms: R about 5) does not hold: with a core busy its step ran at
+# 29-37 a second, so R was 1.1-1.5 and AutoEcho rightly held near 1, below the tests'
+# bound of 2 (a fresh clone's .ci/run, 2026-11-27). Its deterministic tests run above.
 @pytest.mark.timing
-@pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_the_keras_facing_timing_tests_pass_on_another_backend(backend):
-    run_keras_facing_tests(backend, "timing and not slow")
+def test_the_keras_facing_timing_tests_pass_on_jax():
+    run_keras_facing_tests("jax", "timing and not slow")
 
 
 def test_the_backends_benchmark_runs_small_end_to_end(tmp_path):
