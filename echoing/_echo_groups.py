@@ -23,13 +23,58 @@ and skips what went out: nothing is stored but positions and counts.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Callable
 
 import numpy as np
 
+from echoing.echo import _check_factor_value
+
 # Fractional draws come in blocks of this many elements, one generator per block (cheap
 # per element, and any element's draw is found again from its index after a restore).
 _DRAW_BLOCK = 1024
+
+
+def factor_value(value, name: str, live_type: str) -> float:
+    """``value`` as a float if it is a real number ``>= 1`` and finite; the error names ``name`` (and ``live_type``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}: expected a Python int or float >= 1, or an {live_type}, got "
+                        f"{type(value).__name__}: {value!r:.200}")
+    _check_factor_value(float(value), name)  # The same bounds and words as echoing.echo's.
+    return float(value)
+
+
+class LiveFactor:
+    """An echo factor that can change while the stage runs; each framework's ``Factor`` names itself and its workers.
+
+    Subclasses set ``_type`` (its public name), ``_workers`` (the processes it must not be
+    sent to) and ``_instead`` (where to echo instead).
+    """
+
+    _type = "LiveFactor"
+    _workers = "worker processes"
+    _instead = "echo in the training process"
+
+    def __init__(self, value: float) -> None:
+        self._value = factor_value(value, "value", self._type)
+
+    def assign(self, value: float) -> None:
+        """Sets the factor; the echo stage uses it from its next group of copies."""
+        self._value = factor_value(value, "value", self._type)
+
+    @property
+    def value(self) -> float:
+        return self._value
+
+    def __float__(self) -> float:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._value!r})"
+
+    def __reduce__(self):
+        raise TypeError(f"factor: a live {self._type} ({self!r}) cannot be sent to {self._workers}, where its "
+                        f"assignments would never arrive: {self._instead}, or give a fixed factor")
 
 
 class EchoGroups:

@@ -29,7 +29,6 @@ process would be copies that the trainer never sees; :func:`echo` refuses that).
 
 from __future__ import annotations
 
-import numbers
 from typing import Optional, Union
 
 try:
@@ -40,21 +39,17 @@ except ImportError as error:  # pragma: no cover - exercised in a process withou
 import numpy as np
 
 from echoing._checks import check_int
-from echoing._echo_groups import EchoGroups
-from echoing.echo import _check_factor_value, _check_seed
+from echoing._echo_groups import EchoGroups, LiveFactor, factor_value
+from echoing.echo import _check_seed
 
 __all__ = ["EchoStats", "Factor", "echo"]
 
 
 def _factor_value(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected a Python int or float >= 1, or an echoing.grain.Factor, got "
-                        f"{type(value).__name__}: {value!r:.200}")
-    _check_factor_value(float(value), name)  # The same bounds and words as echoing.echo's.
-    return float(value)
+    return factor_value(value, name, "echoing.grain.Factor")
 
 
-class Factor:
+class Factor(LiveFactor):
     """An echo factor that can change while the pipeline runs (grain's counterpart of a ``tf.Variable``).
 
     >>> factor = Factor(2.0)
@@ -67,27 +62,9 @@ class Factor:
         and at :meth:`assign`), naming it.
     """
 
-    def __init__(self, value: float) -> None:
-        self._value = _factor_value(value, "value")
-
-    def assign(self, value: float) -> None:
-        """Sets the factor; the echo stage uses it from its next pull from upstream."""
-        self._value = _factor_value(value, "value")
-
-    @property
-    def value(self) -> float:
-        return self._value
-
-    def __float__(self) -> float:
-        return self._value
-
-    def __repr__(self) -> str:
-        return f"Factor({self._value!r})"
-
-    def __reduce__(self):
-        raise TypeError(
-            f"factor: a live echoing.grain.Factor ({self!r}) cannot be sent to grain's worker processes, where its "
-            "assignments would never arrive: apply echoing.grain.echo after mp_prefetch, or give a fixed factor")
+    _type = "echoing.grain.Factor"
+    _workers = "grain's worker processes"
+    _instead = "apply echoing.grain.echo after mp_prefetch"
 
 
 class EchoStats:

@@ -78,7 +78,7 @@ def train(steps: int, *, batch_size: int = 32, input_seconds: float = 0.04, step
             optimizer.step()
             time.sleep(max(0.0, step_seconds - (time.perf_counter() - began)))  # The modelled accelerator.
             consumed += len(batch["label"])  # Exactly what this step trained on.
-            losses.append(float(loss))
+            losses.append(loss.item())
             if controller.observe(step, time.perf_counter(), fresh=stats.fresh) is not None:
                 factor.assign(controller.factor)  # The echo stage takes it from its next group of copies.
             step += 1

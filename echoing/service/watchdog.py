@@ -28,6 +28,7 @@ True
 
 from __future__ import annotations
 
+import abc
 import os
 import socket
 import sys
@@ -48,7 +49,7 @@ def _exit(message: str) -> None:
     os._exit(EXIT_CODE)  # The main thread is blocked inside TensorFlow: nothing else ends it.
 
 
-class _Watchdog:
+class _Watchdog(abc.ABC):
     """A thread that asks :meth:`_overdue` every ``poll_seconds`` and calls ``on_timeout`` once when it answers."""
 
     _thread_name = "echoing-watchdog"
@@ -89,9 +90,9 @@ class _Watchdog:
     def _started(self) -> None:
         """Resets what the watchdog measures from; called by :meth:`start`."""
 
+    @abc.abstractmethod
     def _overdue(self) -> Optional[str]:
-        """The message to give when the wait is over, or None."""
-        raise NotImplementedError
+        """The message to give when the wait is over, or None (each watchdog says what it waits for)."""
 
     def _watch(self) -> None:
         while not self._stop.wait(self.poll_seconds):

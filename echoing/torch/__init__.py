@@ -42,7 +42,6 @@ Each ``for`` over the echoed loader is an epoch, as over a ``DataLoader``; the c
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any, Iterator, Optional, Union
@@ -55,8 +54,8 @@ except ImportError as error:  # pragma: no cover - exercised in a process withou
 import numpy as np
 
 from echoing._checks import check_int
-from echoing._echo_groups import EchoGroups
-from echoing.echo import _check_factor_value, _check_seed
+from echoing._echo_groups import EchoGroups, LiveFactor, factor_value
+from echoing.echo import _check_seed
 
 __all__ = ["EchoStats", "EchoedLoader", "Factor", "echo"]
 
@@ -65,14 +64,10 @@ _STATE_VERSION = 1
 
 
 def _factor_value(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected a Python int or float >= 1, or an echoing.torch.Factor, got "
-                        f"{type(value).__name__}: {value!r:.200}")
-    _check_factor_value(float(value), name)  # The same bounds and words as echoing.echo's.
-    return float(value)
+    return factor_value(value, name, "echoing.torch.Factor")
 
 
-class Factor:
+class Factor(LiveFactor):
     """An echo factor that can change while training runs (the torch counterpart of a ``tf.Variable``).
 
     >>> factor = Factor(2.0)
@@ -85,27 +80,9 @@ class Factor:
         and at :meth:`assign`), naming it.
     """
 
-    def __init__(self, value: float) -> None:
-        self._value = _factor_value(value, "value")
-
-    def assign(self, value: float) -> None:
-        """Sets the factor; the echo stage uses it from its next group of copies."""
-        self._value = _factor_value(value, "value")
-
-    @property
-    def value(self) -> float:
-        return self._value
-
-    def __float__(self) -> float:
-        return self._value
-
-    def __repr__(self) -> str:
-        return f"Factor({self._value!r})"
-
-    def __reduce__(self):
-        raise TypeError(
-            f"factor: a live echoing.torch.Factor ({self!r}) cannot be sent to DataLoader worker processes, where its "
-            "assignments would never arrive: echo the loader's output, on the trainer, or give a fixed factor")
+    _type = "echoing.torch.Factor"
+    _workers = "DataLoader worker processes"
+    _instead = "echo the loader's output, on the trainer"
 
 
 class EchoStats:
