@@ -164,8 +164,8 @@ def measure(config: BackendsConfig, repeat: int = 0) -> BackendRun:
         fixed.append(FixedRate(factor, rate_between(times.times, config.warmup_steps)))
     auto_rate = None
     if config.auto_steps:
-        factor = tf.Variable(1.0, dtype=tf.float64)
-        auto = echoing.AutoEcho(factor, max_factor=8.0, verbose=0)
+        factor, stats = tf.Variable(1.0, dtype=tf.float64), echoing.EchoStats()
+        auto = echoing.AutoEcho(factor, max_factor=8.0, stats=stats, elements_per_step=config.batch_size, verbose=0)
         spent = []
         observe = auto.on_train_batch_end
 
@@ -176,7 +176,7 @@ def measure(config: BackendsConfig, repeat: int = 0) -> BackendRun:
 
         auto.on_train_batch_end = timed
         times = StepTimes()
-        model(config).fit(pipeline(config, factor), steps_per_epoch=config.warmup_steps + config.auto_steps, epochs=1,
+        model(config).fit(pipeline(config, factor, stats), steps_per_epoch=config.warmup_steps + config.auto_steps, epochs=1,
                           verbose=0, callbacks=[auto, times])
         rate = rate_between(times.times, config.warmup_steps)
         best = max(run.steps_per_second for run in fixed)

@@ -12,9 +12,11 @@ Each case is a loop of :mod:`echoing.simulation` drawn at random (:func:`draw_ca
 * ``steps_per_execution`` 1, 2, 4 or 8; cold or warm starts (buffers empty, or full of
   batches made at the variable's first value, 1).
 
-Every case runs the controller as shipped (given the fresh count: the supply law; given
-the timestamps alone: the timing law), a reference told the true R at every step
-(:class:`ToldRatio`: no law can know it sooner) and every fixed factor of a grid from 1 to
+Every case runs the controller as shipped (the law, given the echo stage's fresh count),
+a reference told the true R at every step (:class:`ToldRatio`: no law can know it
+sooner), the same reference told R only after an opening of :data:`OPENING_STEPS` steps at
+``max_factor`` (what the law's opening alone costs, however well it measured after) and
+every fixed factor of a grid from 1 to
 ``max_factor`` (ratio 1.1), each until it reaches the same training progress, a step at
 factor e making ``1 / (1 + c (e - 1))`` of a fresh step's. ``c`` is a task's own (fitted:
 0.08 for the ResNet, 0.21 for the Transformer); every case is judged at 0.05 and 0.19
@@ -85,11 +87,13 @@ FIRST_REPORTED_SEED = 0
 FIRST_TUNING_SEED = 1000
 
 
-class Law(str, enum.Enum):
-    SUPPLY = "supply"  # observe(step, timestamp, fresh)
-    TIMING = "timing"  # observe(step, timestamp)
-    TOLD_R = "told R"  # a reference, not a law: the factor set to HEADROOM x the true R at every step
-    ONE_KNOWN_FACTOR = "one known factor"  # a reference, not a law: see known_factor()
+class Contender(str, enum.Enum):
+    """What runs each case besides the grid of fixed factors: the law, and the references it is held against."""
+
+    LAW = "law"  # echoing.EchoController as shipped, given the fresh count
+    TOLD_R = "told R"  # a reference: the factor set to HEADROOM x the true R at every step
+    TOLD_R_AFTER_OPENING = "told R after an opening"  # the same after OPENING_STEPS steps at max_factor
+    ONE_KNOWN_FACTOR = "one known factor"  # a reference: see known_factor()
 
 
 # The slopes c' at which the frontier's factors are chosen (the two judged, 0.1 about their
@@ -105,17 +109,28 @@ SLOWER_TOLERANCE = 0.02
 HEADROOM = echoing.ControllerSettings().headroom
 
 
+# The law's opening reads the step's own rate at max_factor over at least 3 windows of 8
+# steps (echoing.control.estimate) after a settle of 4: the told-R-after-an-opening
+# reference spends this many steps there before it is told R.
+OPENING_STEPS = 28
+
+
 class ToldRatio:
     """The reference a law is held against besides the best fixed factor: told the true R at every step, it sets ``HEADROOM x R``.
 
-    No law can know R sooner; on lumpy input the best factor lies well above R, which this shows.
+    No law can know R sooner; on lumpy input the best factor lies well above R, which this
+    shows. With ``opening_steps``, it first runs that many steps at ``max_factor``, as the
+    law's opening does, and is told R only then.
     """
 
-    def __init__(self, case: "Case"):
+    def __init__(self, case: "Case", opening_steps: int = 0):
         self.case = case
+        self.opening_steps = opening_steps
         self.factor = 1.0  # The variable's first value; the first call sets R's factor.
 
     def _at(self, step: int) -> float:
+        if step < self.opening_steps:
+            return self.case.max_factor
         return min(self.case.max_factor, max(1.0, HEADROOM * self.case.ratio_at(step)))
 
     def observe(self, step: int, timestamp: float, fresh=None):
@@ -205,25 +220,25 @@ def max_steps(case: Case, progress: float = PROGRESS) -> int:
     return math.ceil(progress * (1 + max(SLOPES) * (case.max_factor - 1))) + 10
 
 
-def run_case(case: Case, law: Law, factor: Optional[float] = None, progress: float = PROGRESS) -> Run:
-    """The case at a fixed ``factor``, or with the shipped controller following ``law``, until ``progress``."""
+def run_case(case: Case, contender: Optional[Contender] = None, factor: Optional[float] = None,
+             progress: float = PROGRESS) -> Run:
+    """The case at a fixed ``factor``, or run by ``contender`` (the law or a told-R reference), until ``progress``."""
     scenario = case.scenario(max_steps(case, progress))
     if factor is not None:
         return simulate(scenario, factor=factor, progress=progress, slope=max(SLOPES))
-    if law == Law.TOLD_R:
-        return simulate(scenario, factor=1.0, controller=ToldRatio(case), progress=progress, slope=max(SLOPES))
-    controller = echoing.EchoController(max_factor=case.max_factor,
-                                        elements_per_step=ELEMENTS_PER_STEP if law == Law.SUPPLY else None)
-    return simulate(scenario, factor=1.0, controller=controller, count_fresh=law == Law.SUPPLY,
-                    progress=progress, slope=max(SLOPES))
+    controller = {Contender.LAW: lambda: echoing.EchoController(max_factor=case.max_factor,
+                                                                 elements_per_step=ELEMENTS_PER_STEP),
+                  Contender.TOLD_R: lambda: ToldRatio(case),
+                  Contender.TOLD_R_AFTER_OPENING: lambda: ToldRatio(case, OPENING_STEPS)}[contender]()
+    return simulate(scenario, factor=1.0, controller=controller, progress=progress, slope=max(SLOPES))
 
 
 @dataclasses.dataclass(frozen=True)
 class Result(results_io.Record):
-    """The controller on one case, under one law, judged at one progress slope.
+    """One contender on one case, judged at one progress slope.
 
     Attributes:
-      seed, law, slope: which case, law and ``c``.
+      seed, contender, slope: which case, contender and ``c``.
       seconds: the controller's time to the progress.
       best_seconds, best_factor: the best fixed factor's.
       none_seconds: no echo's (factor 1).
@@ -235,7 +250,7 @@ class Result(results_io.Record):
     """
 
     seed: int
-    law: Law
+    contender: Contender
     slope: float
     seconds: float
     best_seconds: float
@@ -296,8 +311,8 @@ class KnownFactor(results_io.Record):
 
 
 def judge(case: Case, progress: float = PROGRESS) -> tuple[list[Result], list[KnownFactor]]:
-    """Every law and slope on ``case`` (the controller's runs against the grid's, each until ``progress``), and the frontier's factors."""
-    fixed = {factor: run_case(case, Law.SUPPLY, factor, progress) for factor in grid(case.max_factor)}
+    """Every contender and slope on ``case`` (against the grid's runs, each until ``progress``), and the frontier's factors."""
+    fixed = {factor: run_case(case, factor=factor, progress=progress) for factor in grid(case.max_factor)}
     times_at = {slope: {f: r.time_to_progress(progress, slope) for f, r in fixed.items()}
                 for slope in sorted({*SLOPES, *CHOSEN_AT})}
     best_at = {slope: min(times_at[slope].values()) for slope in SLOPES}
@@ -308,16 +323,16 @@ def judge(case: Case, progress: float = PROGRESS) -> tuple[list[Result], list[Kn
                                  over_best=times_at[slope][chosen] / best_at[slope],
                                  over_none=times_at[slope][chosen] / times_at[slope][1.0]) for slope in SLOPES]
     results = []
-    for law in Law:
-        if law == Law.ONE_KNOWN_FACTOR:
+    for contender in Contender:
+        if contender == Contender.ONE_KNOWN_FACTOR:
             run = fixed[known_factor(times_at)]
         else:
-            run = run_case(case, law, progress=progress)
+            run = run_case(case, contender, progress=progress)
         for slope in SLOPES:
             times = times_at[slope]
             best = min(times, key=times.get)
             results.append(Result(
-                seed=case.seed, law=law, slope=slope, seconds=run.time_to_progress(progress, slope),
+                seed=case.seed, contender=contender, slope=slope, seconds=run.time_to_progress(progress, slope),
                 best_seconds=times[best], best_factor=best, none_seconds=times[1.0],
                 max_seconds=times[case.max_factor], mean_factor=statistics.fmean(run.factors),
                 near_share=near_share(case, run),
@@ -483,9 +498,9 @@ def quantile(values: list, q: float) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Summary(results_io.Record):
-    """The distribution of one law at one slope, and the targets it is held to."""
+    """The distribution of one contender at one slope."""
 
-    law: Law
+    contender: Contender
     slope: float
     cases: int
     p50: float
@@ -506,17 +521,66 @@ def slower_counts(over_none: list[float]) -> dict:
             "slower_beyond_tolerance": sum(ratio > 1.0 + SLOWER_TOLERANCE for ratio in over_none)}
 
 
-def summarize(results: list[Result], law: Law, slope: float) -> Summary:
-    mine = [r for r in results if r.law == law and r.slope == slope]
+def summarize(results: list[Result], contender: Contender, slope: float) -> Summary:
+    mine = [r for r in results if r.contender == contender and r.slope == slope]
     over = [r.over_best for r in mine]
     worst = max(mine, key=lambda r: r.over_best)
     at_max = [r for r in mine if r.ratio_at_or_above_max]
     changed = [r for r in mine if not math.isnan(r.near_share)]
-    return Summary(law=law, slope=slope, cases=len(mine), p50=statistics.median(over), p95=quantile(over, 0.95),
+    return Summary(contender=contender, slope=slope, cases=len(mine), p50=statistics.median(over), p95=quantile(over, 0.95),
                    worst=worst.over_best, worst_seed=worst.seed,
                    **slower_counts([r.over_none for r in mine]), max_cases=len(at_max),
                    worst_over_max=max((r.over_max for r in at_max), default=math.nan),
                    change_cases=len(changed), change_met=sum(r.near_share >= 0.9 for r in changed))
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A bound on one figure of the law's distribution at one slope (the controller issue's targets)."""
+
+    figure: str  # a Summary field
+    slope: float
+    bound: float
+    what: str  # the figure in words
+
+    def value(self, summary: Summary) -> float:
+        return getattr(summary, self.figure)
+
+    def met(self, summary: Summary) -> bool:
+        return self.value(summary) <= self.bound
+
+
+TARGETS = tuple(
+    Target(figure, slope, bound, what) for figure, what, bounds in (
+        ("p50", "p50 over the best fixed factor", (1.02, 1.02)),
+        ("p95", "p95 over the best fixed factor", (1.20, 1.12)),
+        ("worst", "worst over the best fixed factor", (1.50, 1.50)),
+        ("worst_over_max", "R >= max_factor throughout: worst over e = max_factor", (1.05, 1.05)),
+        ("slower_beyond_tolerance", f"loops slower than no echo by over {SLOWER_TOLERANCE:.0%}", (4, 4)),
+    ) for slope, bound in zip(SLOPES, bounds))
+
+
+def target_table(summaries: list[Summary]) -> str:
+    """Each target, the law's figure and whether it is met, beside the told-R references' figures."""
+    at = {(s.contender, s.slope): s for s in summaries}
+    shown = [c for c in (Contender.TOLD_R, Contender.TOLD_R_AFTER_OPENING) if (c, SLOPES[0]) in at]
+    lines = ["| figure | c | target | law | met | " + " | ".join(c.value for c in shown) + " |",
+             "|---|---|---|---|---|" + "---|" * len(shown)]
+    for t in TARGETS:
+        if (Contender.LAW, t.slope) not in at:
+            continue
+        law = at[Contender.LAW, t.slope]
+        figures = [t.value(law)] + [t.value(at[c, t.slope]) for c in shown]
+        text = [f"{v:.0f}" if t.figure == "slower_beyond_tolerance" else f"{v:.3f}" for v in figures]
+        bound = f"{t.bound:.0f}" if t.figure == "slower_beyond_tolerance" else f"{t.bound:.2f}"
+        lines.append(f"| {t.what} | {t.slope:g} | <= {bound} | {text[0]} | {'yes' if t.met(law) else 'no'} | "
+                     + " | ".join(text[1:]) + " |")
+    return "\n".join(lines)
+
+
+def document_target_table(document: dict) -> str:
+    """The targets' table from a results document (``python -m benchmarks.readme_tables``)."""
+    return _with_seeds(document, lambda results: target_table(list(results.summaries)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -575,11 +639,11 @@ def _with_seeds(document: dict, table_of: Callable[["SweepResults"], str]) -> st
 
 
 def table(summaries: list[Summary]) -> str:
-    lines = [f"| law | c | cases | p50 | p95 | worst (seed) | slower than no echo (by over {SLOWER_TOLERANCE:.0%}) "
+    lines = [f"| run by | c | cases | p50 | p95 | worst (seed) | slower than no echo (by over {SLOWER_TOLERANCE:.0%}) "
              "| R >= max: worst over e = max | after a change of R: >= 90% near R |",
              "|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
-        lines.append(f"| {s.law.value} | {s.slope:g} | {s.cases} | {s.p50:.3f} | {s.p95:.3f} | "
+        lines.append(f"| {s.contender.value} | {s.slope:g} | {s.cases} | {s.p50:.3f} | {s.p95:.3f} | "
                      f"{s.worst:.3f} ({s.worst_seed}) | {s.slower_than_none} ({s.slower_beyond_tolerance}) | "
                      f"{s.worst_over_max:.3f} ({s.max_cases} cases) | {s.change_met} of {s.change_cases} |")
     return "\n".join(lines)
@@ -591,36 +655,38 @@ def document_table(document: dict) -> str:
 
 
 def document_reads_table(document: dict) -> str:
-    """Each law's distribution on the loops whose upstream reads batch by batch and on those that read in lumps."""
+    """Each contender's distribution on the loops whose upstream reads batch by batch and on those that read in lumps."""
     settings, results = results_io.typed(document, SweepSettings, SweepResults)
     lumpy = {case.seed: case.lump_batches > 1 for case in results.cases}
-    lines = ["| law | c | reads | cases | p50 | p95 | worst |", "|---|---|---|---|---|---|---|"]
-    for law in Law:
+    lines = ["| run by | c | reads | cases | p50 | p95 | worst |", "|---|---|---|---|---|---|---|"]
+    for contender in Contender:
         for slope in settings.slopes:
             for name, in_lumps in (("batch by batch", False), ("in lumps", True)):
                 over = sorted(r.over_best for r in results.results
-                              if r.law == law and r.slope == slope and lumpy[r.seed] == in_lumps)
-                lines.append(f"| {law.value} | {slope:g} | {name} | {len(over)} | {statistics.median(over):.3f} | "
+                              if r.contender == contender and r.slope == slope and lumpy[r.seed] == in_lumps)
+                lines.append(f"| {contender.value} | {slope:g} | {name} | {len(over)} | {statistics.median(over):.3f} | "
                              f"{quantile(over, 0.95):.3f} | {over[-1]:.3f} |")
     return "\n".join(lines)
 
 
 def plot(results: list[Result], path: Path) -> Path:
-    """The distribution of ``over_best`` per law and slope (sorted, one line each)."""
+    """The distribution of ``over_best`` per contender and slope (sorted, one line each), with the targets."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(7, 3.6))
-    for law in Law:
+    styles = {Contender.LAW: "-", Contender.TOLD_R: ":", Contender.TOLD_R_AFTER_OPENING: "--",
+              Contender.ONE_KNOWN_FACTOR: "-."}
+    for contender in Contender:
         for slope in SLOPES:
-            values = sorted(r.over_best for r in results if r.law == law and r.slope == slope)
+            values = sorted(r.over_best for r in results if r.contender == contender and r.slope == slope)
             shares = [(i + 0.5) / len(values) for i in range(len(values))]
-            axis.plot(values, shares, label=f"{law.value} law, c = {slope:g}",
-                      linestyle={Law.SUPPLY: "-", Law.TIMING: "--", Law.TOLD_R: ":", Law.ONE_KNOWN_FACTOR: "-."}[law])
-    axis.axvline(1.03, color="grey", linewidth=0.8)
-    axis.axvline(1.08, color="grey", linewidth=0.8, linestyle=":")
+            axis.plot(values, shares, label=f"{contender.value}, c = {slope:g}", linestyle=styles[contender])
+    for target in TARGETS:
+        if target.figure in ("p50", "p95"):
+            axis.axvline(target.bound, color="grey", linewidth=0.8, linestyle=":" if target.figure == "p95" else "-")
     axis.set_xlabel("time to the same progress / the best fixed factor's")
     axis.set_ylabel("share of cases")
     axis.set_xlim(0.9, 1.4)
@@ -651,8 +717,9 @@ def main(argv=None) -> None:
         parser.error(f"--progress: expected a number of fresh steps above 0, got {args.progress!r}")
     seeds = range(args.first_seed, args.first_seed + args.cases)
     cases, results, frontier = sweep(seeds, args.processes, args.progress)
-    summaries = [summarize(results, law, slope) for law in Law for slope in SLOPES]
+    summaries = [summarize(results, contender, slope) for contender in Contender for slope in SLOPES]
     print(table(summaries))
+    print(target_table(summaries))
     frontier_summaries = summarize_frontier(frontier, cases)
     print(frontier_table(frontier_summaries))
     pairs, pair_results, pair_summaries = [], [], []

@@ -42,6 +42,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "time_to_target_seeds_fixed": lambda document: reporting.fixed_steps_table(reporting.results_of(document)),
     "critical_batch": critical_batch.table,
     "controller_sweep": controller_sweep.document_table,
+    "controller_targets": controller_sweep.document_target_table,
     "controller_in_step": controller_sweep.document_pair_table,
     "controller_reads": controller_sweep.document_reads_table,
     "controller_frontier": controller_sweep.document_frontier_table,
@@ -73,6 +74,7 @@ SOURCES = {
     "time_to_target_seeds_commands": "time_to_target_seeds",
     "time_to_target_seeds_fixed": "time_to_target_seeds",
     "controller_in_step": "controller_sweep",
+    "controller_targets": "controller_sweep",
     "controller_reads": "controller_sweep",
     "controller_frontier": "controller_sweep",
 }

@@ -2,7 +2,7 @@
 
 :class:`AutoEcho` is a thin adapter: it timestamps the end of every training batch from
 the callback's batch hooks (the model and its step are untouched), reads the echo stage's
-fresh count when given ``stats`` and ``elements_per_step``, hands both to an
+fresh count (``stats``, ``elements_per_step``: both required), hands both to an
 :class:`echoing.EchoController`, and assigns the controller's factor to the
 ``tf.Variable`` the pipeline's :func:`echoing.echo` stage reads. The control law (the
 step's own rate at ``max_factor``, R where the input cannot keep up, e held at about R,
@@ -66,11 +66,12 @@ class AutoEcho(keras.callbacks.Callback):
     What it measures: the seconds between the ends of consecutive training batches, from
     ``on_train_batch_end``, summed over windows of at least 8 steps until a reading can
     tell whether the input keeps up. The time across an epoch boundary
-    (evaluation, a new iterator) is never counted. Given ``stats`` and
+    (evaluation, a new iterator) is never counted. From ``stats`` and
     ``elements_per_step`` (the batch size when the stage echoes examples, 1 when it echoes
-    batches), it also reads ``stats.fresh`` at every step: how fast the input delivers.
-    With it a lower factor shows before the buffers drain, so a check need not make a
-    step wait; use it whenever you can.
+    batches) it reads ``stats.fresh`` at every step: how fast the input delivers. With it
+    a lower factor shows before the buffers drain, so a check need not make a step wait.
+    Both are required: a Keras callback never sees the batches, so it cannot find the
+    batch size itself.
 
     What it sets: ``factor``, to ``max_factor`` for the opening, then halved while the
     input keeps up, then ``min(R * headroom, max_factor)``, or exactly 1 when training is
@@ -80,7 +81,7 @@ class AutoEcho(keras.callbacks.Callback):
     What it logs:
 
     * ``echo_factor``, ``steps_per_second`` (over the epoch's training steps, from the end
-      of its first step to the end of its last) and, with ``stats``, ``fresh_examples``
+      of its first step to the end of its last) and ``fresh_examples``
       (``stats.fresh`` so far) in ``history.history`` at each epoch end;
     * every decision in :attr:`decisions` (:class:`echoing.EchoDecision`: step, factor,
       the measured rates and the reason);
@@ -108,12 +109,14 @@ class AutoEcho(keras.callbacks.Callback):
         :func:`echoing.echo` stage reads, or the :class:`echoing.grain.Factor` of an
         :func:`echoing.grain.echo` stage (a grain pipeline, through Keras's grain adapter).
       max_factor: the largest factor it sets, and the one it opens at (>= 1).
-      stats: the :class:`echoing.EchoStats` (or :class:`echoing.grain.EchoStats`) of that echo stage: fresh examples are
-        logged, and with ``elements_per_step`` the controller reads its fresh count.
+      stats: the :class:`echoing.EchoStats` (or :class:`echoing.grain.EchoStats`) of that
+        echo stage (required): the controller reads its fresh count, and it is logged.
+      elements_per_step: (required) the fresh elements one step reads without echo: the
+        batch size when the stage echoes examples, 1 when it echoes batches.
       log_dir: a TensorBoard directory, or ``None``.
       verbose: 1 prints each decision as one sentence; 0 is silent.
       **settings: any other field of :class:`echoing.ControllerSettings`
-        (``elements_per_step``, ``initial_factor``, ``headroom``, ``check_every_steps``,
+        (``initial_factor``, ``headroom``, ``check_every_steps``,
         ``check_divisor``, ``tolerance``).
 
     Attributes:
@@ -131,8 +134,8 @@ class AutoEcho(keras.callbacks.Callback):
         self._grain = grain_stage is not None and isinstance(factor, grain_stage.Factor)
         if self._grain:
             if stats is not None and not isinstance(stats, grain_stage.EchoStats):
-                raise TypeError(f"stats: with an echoing.grain.Factor, expected the echo stage's echoing.grain.EchoStats "
-                                f"or None, got {type(stats).__name__}: {stats!r:.200}")
+                raise TypeError(f"stats: with an echoing.grain.Factor, expected the echo stage's echoing.grain.EchoStats, "
+                                f"got {type(stats).__name__}: {stats!r:.200}")
         else:
             if not isinstance(factor, tf.Variable):
                 raise TypeError(
@@ -145,7 +148,7 @@ class AutoEcho(keras.callbacks.Callback):
             if factor.shape.rank != 0:
                 raise ValueError(f"factor: the tf.Variable must be a scalar, got shape {factor.shape}")
             if stats is not None and not isinstance(stats, EchoStats):
-                raise TypeError(f"stats: expected an echoing.EchoStats or None, got {type(stats).__name__}: {stats!r:.200}")
+                raise TypeError(f"stats: expected an echoing.EchoStats, got {type(stats).__name__}: {stats!r:.200}")
         if log_dir is not None and not isinstance(log_dir, (str, os.PathLike)):
             raise TypeError(f"log_dir: expected a directory path or None, got {type(log_dir).__name__}: {log_dir!r:.200}")
         if isinstance(verbose, bool) or not isinstance(verbose, numbers.Integral) or verbose < 0:
@@ -154,11 +157,10 @@ class AutoEcho(keras.callbacks.Callback):
         self.stats = stats
         self.log_dir = None if log_dir is None else os.fspath(log_dir)
         self.verbose = int(verbose)
+        if stats is None:
+            raise ValueError("stats: AutoEcho reads the echo stage's fresh count; pass the EchoStats given to the "
+                             "stage (echoing.echo(factor, stats=stats)); got None")
         self.controller = EchoController(max_factor=max_factor, verbose=self.verbose, **settings)
-        if self.controller.settings.elements_per_step is not None and stats is None:
-            raise ValueError(f"stats: elements_per_step={self.controller.settings.elements_per_step} is for reading the "
-                             "echo stage's fresh count, so pass its echoing.EchoStats as stats; got None")
-        self._read_fresh = stats is not None and self.controller.settings.elements_per_step is not None
         self._step = 0
         self._last_batch = -1
         self._epoch_first = self._epoch_last = None
@@ -196,8 +198,7 @@ class AutoEcho(keras.callbacks.Callback):
         if self._epoch_first is None:
             self._epoch_first = (self._step, now)
         self._epoch_last = (self._step, now)
-        fresh = self._fresh() if self._read_fresh else None
-        decision = self.controller.observe(self._step, now, fresh)
+        decision = self.controller.observe(self._step, now, fresh=self._fresh())
         if decision is not None:
             self.factor.assign(decision.factor)
             self._write_decision(decision)
@@ -209,8 +210,7 @@ class AutoEcho(keras.callbacks.Callback):
         # History (added after user callbacks) records these.
         logs["echo_factor"] = float(self.factor.value if self._grain else self.factor.numpy())
         logs["steps_per_second"] = self._epoch_rate()
-        if self.stats is not None:
-            logs["fresh_examples"] = self._fresh()
+        logs["fresh_examples"] = self._fresh()
 
     def on_train_end(self, logs=None):
         if self._writer is not None:
@@ -245,6 +245,5 @@ class AutoEcho(keras.callbacks.Callback):
         with self._summary_writer().as_default():
             for step, rate in rates[self._windows_written:]:
                 tf.summary.scalar("echo/steps_per_second", rate, step=step)
-                if self.stats is not None:
-                    tf.summary.scalar("echo/fresh_examples", self._fresh(), step=step)
+                tf.summary.scalar("echo/fresh_examples", self._fresh(), step=step)
         self._windows_written = len(rates)

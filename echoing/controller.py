@@ -4,20 +4,20 @@
 ``min(e * u, s)`` steps per second, where ``u`` is the rate at which the input delivers
 fresh batches and ``s`` the step's own rate, so the best factor is ``R = s / u``. The
 controller opens at ``max_factor``, where the input is outrun, and reads ``s`` off the
-step rate. It then halves the factor until the input cannot keep up (without the count
-it goes to 1 at once: a lower factor shows in the step rate only once the buffers
-drain); there the echo
+step rate. It then halves the factor until the input cannot keep up; there the echo
 stage's production (``e`` times the fresh batches it pulls per second, from
-:class:`echoing.EchoStats`; the step rate without a count) gives ``R = e * s /
-production``, and it holds ``headroom * R``. Holding, every reading that finds the input
-behind raises the factor to the new ``headroom * R`` at once, and every
-``check_every_steps`` a check divides the factor by ``check_divisor`` to read R afresh
-(a faster input shows no other way). Every reading sums whole windows over a horizon
+:class:`echoing.EchoStats`) gives ``R = e * s / production``, and it holds
+``headroom * R``. Holding, every reading that finds the input behind raises the factor
+to the new ``headroom * R`` at once, and every ``check_every_steps`` a check divides
+the factor by ``check_divisor`` to read R afresh (a faster input shows no other way); a
+check that confirms the factor makes the next one wait twice as long, and there is none
+while the input is behind at ``max_factor``. Every reading sums whole windows over a horizon
 that grows until it can tell, at two standard errors, whether the input keeps up (lumpy
 input is read for longer, up to 320 steps, and no one interval may hold half a reading's
 time); two raises in a row that bring no faster steps lower ``s``. A reading never uses
 batches made before the factor in force (it skips a settle and drops leading windows
-that disagree with the rest), nor clocks and counts that go back. A pause the loop did
+that disagree with the rest), nor clocks and counts that go back, timestamps that are
+not finite or steps that do not increase. A pause the loop did
 not announce is left out of the opening's reading of ``s``; after it, pauses are measured
 like any interval and every reading is held against the loop's own rate with its pauses,
 ``1 / (1 / s + p)``, ``p`` the pauses' seconds per step since the opening: a pause costs
@@ -63,7 +63,7 @@ __all__ = ["Cause", "ControllerSettings", "EchoController", "EchoDecision", "LAW
 # The law's name, saved with every replayed AutoEcho timeline (benchmarks/time_to_target.py)
 # so that timelines of another law are timed again rather than reused. A change of what
 # the law decides names a new one; its history is in docs/decisions/.
-LAW = "readings-2026-11-27"
+LAW = "readings-2026-11-28"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,8 +73,8 @@ class ControllerSettings:
     Attributes:
       max_factor: the largest factor it sets, and the one it opens at (>= 1).
       elements_per_step: the fresh elements one step reads without echo: the batch size
-        when the echo stage echoes examples, 1 when it echoes batches. Needed (and only
-        used) when :meth:`EchoController.observe` is given the stage's ``fresh`` count.
+        when the echo stage echoes examples, 1 when it echoes batches; the stage's
+        ``fresh`` count over it is fresh batches. Required by :class:`EchoController`.
       initial_factor: above 1, the search after the opening starts at this factor (a
         warm estimate, ``R * headroom`` from :func:`echoing.measure_ratio`) instead of at
         ``max_factor / 2``; in ``[1, max_factor]``.
@@ -188,9 +188,11 @@ class EchoController:
             if controller.observe(step, time.perf_counter(), fresh=int(stats.fresh)):
                 factor.assign(controller.factor)
 
-    Without the count (``observe(step, timestamp)``) the same law reads the production
-    from the step rate, which shows a lower factor only once the buffers after the echo
-    stage drain: checks cost waiting steps.
+    The fresh count is required: the step rate alone shows a lower factor only once the
+    buffers after the echo stage drain, so a law without it paid for every check in
+    waiting steps (``docs/decisions/0011-one-law-with-the-fresh-count.md``). Every echo
+    stage counts (:class:`echoing.EchoStats`, :class:`echoing.grain.EchoStats`,
+    :class:`echoing.torch.EchoStats`).
 
     Call :meth:`interrupt` before a pause that is not training (evaluation, a checkpoint);
     pauses it is not told of are found and charged to the loop (:attr:`pause_per_step`).
@@ -225,6 +227,10 @@ class EchoController:
             settings = ControllerSettings(**keywords)
         elif not isinstance(settings, ControllerSettings):
             raise TypeError(f"settings: expected a ControllerSettings, got {type(settings).__name__}: {settings!r:.200}")
+        if settings.elements_per_step is None:
+            raise ValueError("elements_per_step: the law reads the echo stage's fresh count, which needs the fresh "
+                             "elements one step reads without echo (the batch size when the stage echoes examples, 1 "
+                             "when it echoes batches); got None")
         self.settings = settings
         self._policy = Policy(settings.max_factor, settings.headroom, settings.check_divisor,
                               settings.check_every_steps, settings.initial_factor)
@@ -269,11 +275,11 @@ class EchoController:
 
         Returns the decision taken at this step, if any; then assign :attr:`factor` to the
         echo stage's variable. The first call returns one: the opening factor. ``step``
-        must increase; it may skip (``steps_per_execution > 1``). ``fresh`` is the echo
-        stage's count of fresh elements so far (``int(stats.fresh)``), at every call or
-        at none; it needs ``elements_per_step``. An interval that is left out (a pause, a
-        clock or a count that went back) returns a ``Cause.LEFT_OUT`` decision that keeps
-        the factor. ``input_wait`` is the loop's total time so far waiting for its own
+        should increase; it may skip (``steps_per_execution > 1``). ``fresh`` is the echo
+        stage's count of fresh elements so far (``int(stats.fresh)``), required at every
+        call. A call or an interval that is left out (a pause in the opening, a clock or a
+        count that went back, a timestamp that is not finite, a step that did not increase)
+        returns a ``Cause.LEFT_OUT`` decision that keeps the factor. ``input_wait`` is the loop's total time so far waiting for its own
         input (the seconds spent in ``next(iterator)``), at every call or at none: a
         trainer of several in step (``MultiWorkerMirroredStrategy``) must give it, since
         its steps run at the slowest trainer's rate and only its own wait says whether its
@@ -282,7 +288,10 @@ class EchoController:
         """
         interval = self._clock.observe(step, timestamp, fresh, self.factor, input_wait)
         if not self.decisions:
-            self._measurement = Measurement(self.factor, self.settings.tolerance, fresh is not None, opening=True,
+            if interval is not None and interval.left_out is not None:
+                raise ValueError(f"step, timestamp: the first call needs a step index and finite seconds; got "
+                                 f"step={step!r}, timestamp={timestamp!r}")
+            self._measurement = Measurement(self.factor, self.settings.tolerance, opening=True,
                                             waits=input_wait is not None)
             cause = Cause.START if self.settings.max_factor > 1 else Cause.NOT_INPUT_BOUND
             return self._record(int(step), self.phase, self.factor, cause, None)
@@ -290,29 +299,22 @@ class EchoController:
             return None
         if interval.left_out == LeftOut.INTERRUPTED:
             return None  # The loop said so: nothing to log.
-        if interval.left_out == LeftOut.PAUSE and math.isfinite(self._policy.own_rate):
-            # Once the step's own rate is known a pause is measured, and readings are held
-            # against the loop's own rate with its pauses (Policy.loop_rate): the pause's
-            # time counts against every factor alike, and what the input read meanwhile
-            # counts for the factor that banked it.
-            interval = dataclasses.replace(interval, left_out=None)
         if interval.left_out is not None:
             return self._left_out(interval)
         if (not self._measurement.add(interval.steps, interval.seconds, interval.fresh, interval.waited)
                 or self.settings.max_factor == 1):
             return None
-        reading = self._measurement.reading(self._policy.loop_rate(self._clock.pause_per_step), self._policy.own_wait)
+        own_rate = self._clock.loop_rate(self._policy.own_rate) if math.isfinite(self._policy.own_rate) else math.nan
+        reading = self._measurement.reading(own_rate, self._policy.own_wait)
         if reading is None or not reading.complete:
             return None
         self.window_rates.append((interval.end_step, reading.step_rate))
         previous, opening = self.factor, self.phase == Phase.OPEN
-        phase, factor, cause = self._policy.next(interval.end_step, reading, self._measurement.counted)
+        phase, factor, cause = self._policy.next(interval.end_step, reading)
         if opening:
-            # A cold start's first waits for input look like pauses: the loop's pauses are
-            # counted from the end of the opening, whose own reading left them out.
-            self._clock.count_pauses_afresh()
+            self._clock.end_opening()
         if factor != previous or cause != Cause.KEEPS_UP or phase != Phase.HOLD:
-            self._measurement = Measurement(factor, self.settings.tolerance, self._measurement.counted,
+            self._measurement = Measurement(factor, self.settings.tolerance,
                                             opening=not math.isfinite(self._policy.own_rate),
                                             waits=self._measurement.waits)
             return self._record(interval.end_step, phase, factor, cause, reading, previous)

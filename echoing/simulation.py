@@ -50,7 +50,7 @@ class Controller(Protocol):
 
     factor: float
 
-    def observe(self, step: int, timestamp: float, fresh: Optional[int] = None):  # pragma: no cover - a protocol
+    def observe(self, step: int, timestamp: float, fresh: int):  # pragma: no cover - a protocol
         ...
 
 
@@ -215,17 +215,16 @@ class _Pipeline:
 
 
 def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Controller] = None,
-             count_fresh: bool = True, progress: Optional[float] = None, slope: float = 0.0) -> Run:
+             progress: Optional[float] = None, slope: float = 0.0) -> Run:
     """Runs ``scenario`` at a fixed ``factor``, or with ``controller`` choosing it.
 
     Args:
       scenario: the loop and pipeline.
       factor: the echo factor (>= 1), or the starting one (the variable's first value)
         with a controller; a warm start's buffers hold batches made at it.
-      controller: anything with ``observe(step, timestamp, fresh=None)`` (returning a
-        decision or ``None``) and ``factor``, as :class:`echoing.EchoController`.
-      count_fresh: pass the echo stage's fresh count to the controller (the supply
-        law); False passes the timestamps alone (the timing law).
+      controller: anything with ``observe(step, timestamp, fresh=...)`` (returning a
+        decision or ``None``) and ``factor``, as :class:`echoing.EchoController`; it is
+        given the echo stage's fresh count.
       progress, slope: stop once the steps' summed progress at this ``slope`` reaches
         ``progress`` (or after ``scenario.steps``, whichever comes first).
 
@@ -233,12 +232,12 @@ def simulate(scenario: Scenario, *, factor: float = 1.0, controller: Optional[Co
       a :class:`Run`.
     """
     return simulate_in_step([scenario], factor=factor, controllers=None if controller is None else [controller],
-                            count_fresh=count_fresh, progress=progress, slope=slope)[0]
+                            progress=progress, slope=slope)[0]
 
 
 def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
-                     controllers: Optional[Sequence[Controller]] = None, count_fresh: bool = True,
-                     pass_wait: bool = False, progress: Optional[float] = None, slope: float = 0.0) -> list:
+                     controllers: Optional[Sequence[Controller]] = None, pass_wait: bool = False,
+                     progress: Optional[float] = None, slope: float = 0.0) -> list:
     """Runs trainers in step, one per scenario: each step starts once every trainer has a batch.
 
     This is synchronous data parallelism (``MultiWorkerMirroredStrategy``): each trainer
@@ -302,7 +301,7 @@ def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
             summed += sum(progress_per_step(e, slope) for e in made_at) / len(made_at) if progress is not None else 0.0
             if controllers is not None and (steps_done % s.steps_per_execution == 0):
                 for i, (pipe, controller) in enumerate(zip(pipes, controllers)):
-                    told = {"fresh": pipe.fresh} if count_fresh else {}
+                    told = {"fresh": pipe.fresh}
                     if pass_wait:
                         told["input_wait"] = waits[i]
                     if controller.observe(steps_done - 1, now, **told) is not None:

@@ -120,7 +120,7 @@ def train(steps: int, *, batch_size: int = 32, input_seconds: float = 0.02, step
     params = init_params()
     factor = tf.Variable(1.0, dtype=tf.float64)
     stats = echoing.EchoStats()
-    controller = echoing.EchoController(max_factor=max_factor, verbose=verbose)
+    controller = echoing.EchoController(max_factor=max_factor, elements_per_step=batch_size, verbose=verbose)
     factor.assign(controller.factor)
     batches = make_pipeline(factor, stats, batch_size=batch_size, input_seconds=input_seconds).as_numpy_iterator()
 
@@ -134,7 +134,7 @@ def train(steps: int, *, batch_size: int = 32, input_seconds: float = 0.02, step
             # The step has run only when its result is ready; timestamp then, not at dispatch.
             jax.block_until_ready(loss)
         consumed += len(batch["label"])  # Exactly what this step trained on.
-        if controller.observe(i, time.perf_counter()) is not None:
+        if controller.observe(i, time.perf_counter(), fresh=int(stats.fresh)) is not None:
             factor.assign(controller.factor)
         losses.append(loss)  # Read after the loop: reading now would block an unblocked loop.
     seconds = time.perf_counter() - start

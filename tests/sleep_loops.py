@@ -118,6 +118,7 @@ def auto_run(model, limiter, config, steps, schedule=None, **settings) -> tuple[
     """One ``fit`` of ``steps`` steps with AutoEcho (and ``settings``); ``schedule`` maps steps to new upstream rates."""
     factor = tf.Variable(1.0, dtype=tf.float64)
     stats = echoing.EchoStats()
+    settings.setdefault("elements_per_step", config.batch_size)  # The stage echoes examples.
     auto = echoing.AutoEcho(factor, max_factor=config.max_factor, stats=stats, verbose=0, **settings)
     times = StepTimes()
     callbacks = [auto, times] + ([RateSchedule(limiter, schedule)] if schedule else [])

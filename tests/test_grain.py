@@ -124,4 +124,4 @@ def test_auto_echo_takes_a_grain_factor_with_grain_stats_and_refuses_tf_stats_wi
     auto = echoing.AutoEcho(echo_grain.Factor(1.0), stats=echo_grain.EchoStats(), elements_per_step=8, verbose=0)
     assert auto.controller.settings.elements_per_step == 8
     with pytest.raises(TypeError, match=r"stats: with an echoing.grain.Factor, expected .*echoing.grain.EchoStats"):
-        echoing.AutoEcho(echo_grain.Factor(1.0), stats=echoing.EchoStats(), verbose=0)
+        echoing.AutoEcho(echo_grain.Factor(1.0), stats=echoing.EchoStats(), elements_per_step=8, verbose=0)

@@ -24,9 +24,9 @@ def test_the_jax_loop_finds_it_is_input_bound_and_counts_what_it_trained_on():
     assert summary["last_loss"] < summary["first_loss"]
 
 
-# Slow, run by hand: the loop gives timestamps alone (the timing law), whose reading on a
-# loaded 2-core host moves with its neighbours (a fresh clone's full run held 6.5 at an R
-# of 2.3 measured alone; alone it held 2.3-2.9 at 2.4-2.9).
+# Slow, run by hand: a loop against sleeps on a loaded 2-core host moves with its
+# neighbours (before the law required the fresh count, a fresh clone's full run held 6.5
+# at an R of 2.3 measured alone; alone it held 2.3-2.9 at 2.4-2.9).
 @pytest.mark.slow
 @pytest.mark.timing
 @pytest.mark.parametrize("block", [True, False])

@@ -13,7 +13,7 @@ Example: a reading at e = 2 where the step rate halved, compared by the policy.
 >>> policy = Policy(max_factor=8.0, headroom=1.05, check_divisor=1.25, check_every_steps=200)
 >>> policy.own_rate = 20.0  # Steps per second where the input is outrun.
 >>> policy.phase = Phase.SEARCH
->>> m = Measurement(factor=2.0, tolerance=0.08, counted=True)
+>>> m = Measurement(factor=2.0, tolerance=0.08)
 >>> closed = [m.add(steps=1, seconds=0.1, fresh=0.5) for _ in range(40)]
 >>> policy.next(40, m.reading(policy.own_rate))
 (<Phase.HOLD: 'hold'>, 4.2, <Cause.MEASURED: 'measured'>)

@@ -3,7 +3,7 @@
 A :class:`Measurement` collects the measured intervals at one factor into windows of at
 least :data:`WINDOW_STEPS` steps and sums them: the **step rate** (steps per second) and
 the **production rate** (output batches per second the echo stage made: the factor times
-the fresh batches it pulled per second; without a fresh count, the step rate). Sums over
+the fresh batches it pulled per second; in the opening, the step rate). Sums over
 many windows, not the median of one, so that lumps and stalls count at their weight.
 
 Two things keep batches made before the factor in force out of a measurement:
@@ -35,7 +35,7 @@ reading is **held back**, not behind: this input's R is unknown. While the steps
 run at their own rate a short production is this input's own (the buffers after the echo
 stage are draining), as without the wait.
 
->>> m = Measurement(factor=2.0, tolerance=0.1, counted=True)
+>>> m = Measurement(factor=2.0, tolerance=0.1)
 >>> for step in range(40):  # Every step 0.1 s; half a fresh batch per step: production 10 a second.
 ...     closed = m.add(steps=1, seconds=0.1, fresh=0.5)
 >>> reading = m.reading(own_rate=20.0)
@@ -59,10 +59,10 @@ SETTLE_STEPS = 4
 # a record of 32 fresh batches lasts 32 e steps, so 320 steps hold a few at e near R = 4.
 MIN_WINDOWS = 3
 MAX_STEPS = 320
-# A counted window that saw no pull ends here anyway (a stall, a flood at a
+# A window that saw no pull ends here anyway (a stall, a flood at a
 # high factor): a fifth of the horizon.
 MAX_WINDOW_STEPS = 64
-# The echo stage's pulls a counted reading needs before it may end early: a count of a
+# The echo stage's pulls a reading needs before it may end early: a count of a
 # few pulls says little (three windows of a lumpy input's stall read "no input at all").
 MIN_PULLS = 4
 # The most of a reading's time one interval may hold before the reading may end early:
@@ -108,6 +108,27 @@ class Reading:
     wait_share: float = math.nan
 
 
+@dataclasses.dataclass
+class Window:
+    """At least :data:`WINDOW_STEPS` steps of one measurement, summed.
+
+    Attributes:
+      steps: steps in it.
+      seconds: their time.
+      fresh: fresh batches the echo stage pulled meanwhile.
+      pulls: intervals in which it pulled any.
+      longest: the longest interval's seconds.
+      waited: seconds the loop waited for its own input (0 if not told).
+    """
+
+    steps: int = 0
+    seconds: float = 0.0
+    fresh: float = 0.0
+    pulls: int = 0
+    longest: float = 0.0
+    waited: float = 0.0
+
+
 class Measurement:
     """Sums the intervals at one factor (see the module docstring).
 
@@ -115,24 +136,20 @@ class Measurement:
       factor: the echo factor in force.
       tolerance: the input keeps up when its production is within this share of the
         step's own rate.
-      counted: whether intervals carry the echo stage's fresh count.
       opening: whether this is the opening's measurement of the step's own rate.
       waits: whether intervals carry the loop's wait for its own input.
     """
 
-    def __init__(self, factor: float, tolerance: float, counted: bool, opening: bool = False,
-                 waits: bool = False) -> None:
+    def __init__(self, factor: float, tolerance: float, opening: bool = False, waits: bool = False) -> None:
         self.factor = float(factor)
         self.tolerance = tolerance
-        self.counted = counted
         self.waits = waits
         self.settle_left = SETTLE_STEPS
-        # [steps, seconds, fresh batches, pulls, longest interval's seconds, seconds waited for input]
-        self.windows: list[list[float]] = []
-        self._open = [0, 0.0, 0.0, 0, 0.0, 0.0]
+        self.windows: list[Window] = []
+        self._open = Window()
         self.steps_seen = 0  # trimmed ones too
         # The opening measures the step's own rate: its windows are judged by the step rate.
-        self.of_steps = opening or not counted
+        self.of_steps = opening
 
     def add(self, steps: int, seconds: float, fresh: Optional[float], waited: Optional[float] = None) -> bool:
         """Adds a measured interval; returns whether it closed a window (only then can the reading change)."""
@@ -140,34 +157,36 @@ class Measurement:
             self.settle_left -= steps
             return False
         self.steps_seen += steps
-        self._open[0] += steps
-        self._open[1] += seconds
-        self._open[2] += fresh or 0.0
-        self._open[3] += 1 if fresh else 0
-        self._open[4] = max(self._open[4], seconds)
-        self._open[5] += min(waited or 0.0, seconds)
-        # A counted window spans at least one of the echo stage's pulls, so that its fresh
+        window = self._open
+        window.steps += steps
+        window.seconds += seconds
+        window.fresh += fresh
+        window.pulls += 1 if fresh else 0
+        window.longest = max(window.longest, seconds)
+        window.waited += min(waited or 0.0, seconds)
+        # A window spans at least one of the echo stage's pulls, so that its fresh
         # count is rarely none: echoing.echo pulls up to 64 elements at once, which is 8
         # steps' worth at a batch of 8 and so 8 e steps; a stall ends it at MAX_WINDOW_STEPS.
-        pulled = self.of_steps or self._open[3] >= 1 or self._open[0] >= MAX_WINDOW_STEPS
-        if self._open[0] < WINDOW_STEPS or not pulled:
+        pulled = self.of_steps or window.pulls >= 1 or window.steps >= MAX_WINDOW_STEPS
+        if window.steps < WINDOW_STEPS or not pulled:
             return False
-        self.windows.append(self._open)
-        self._open = [0, 0.0, 0.0, 0, 0.0, 0.0]
+        self.windows.append(window)
+        self._open = Window()
         self._trim()
-        while self.steps - self.windows[0][0] >= MAX_STEPS:
+        while self.steps - self.windows[0].steps >= MAX_STEPS:
             del self.windows[0]  # A held factor is read over a rolling horizon of MAX_STEPS.
         return True
 
     @property
     def steps(self) -> int:
-        return sum(w[0] for w in self.windows)
+        return sum(w.steps for w in self.windows)
+
+    def _amount(self, window: "Window") -> float:
+        """What a window made: output batches (its steps, in the opening)."""
+        return window.steps if self.of_steps else self.factor * window.fresh
 
     def _production(self, windows) -> float:
-        seconds = sum(w[1] for w in windows)
-        if not self.of_steps:
-            return self.factor * sum(w[2] for w in windows) / seconds
-        return sum(w[0] for w in windows) / seconds
+        return sum(self._amount(w) for w in windows) / sum(w.seconds for w in windows)
 
     def _trim(self) -> None:
         while len(self.windows) >= 8:  # Two windows in the quarter at least, so that one slow step is not a trend.
@@ -179,9 +198,8 @@ class Measurement:
 
     def _spread(self, rate: float, count: int, windows) -> float:
         """The standard error of the rate of ``count`` windows like ``windows`` (the rest: a slow head must not widen it)."""
-        amount = (lambda w: w[0]) if self.of_steps else (lambda w: self.factor * w[2])
-        seconds = sum(w[1] for w in windows) / len(windows)
-        variance = sum((amount(w) - rate * w[1]) ** 2 for w in windows) / (len(windows) - 1)
+        seconds = sum(w.seconds for w in windows) / len(windows)
+        variance = sum((self._amount(w) - rate * w.seconds) ** 2 for w in windows) / (len(windows) - 1)
         return math.sqrt(variance / count) / seconds
 
     def _error(self, rate: float) -> float:
@@ -195,9 +213,8 @@ class Measurement:
         n = len(groups)
         if n < 2:
             return math.inf
-        seconds = sum(w[1] for group in groups for w in group)
-        amount = (lambda w: w[0]) if self.of_steps else (lambda w: self.factor * w[2])
-        residuals = sum((sum(amount(w) - rate * w[1] for w in group)) ** 2 for group in groups)
+        seconds = sum(w.seconds for group in groups for w in group)
+        residuals = sum((sum(self._amount(w) - rate * w.seconds for w in group)) ** 2 for group in groups)
         return math.sqrt(residuals * n / (n - 1)) / seconds
 
     def reading(self, own_rate: float, own_wait: float = 0.0) -> Optional[Reading]:
@@ -209,20 +226,20 @@ class Measurement:
         if len(self.windows) < MIN_WINDOWS:
             return None
         steps = self.steps
-        seconds = sum(w[1] for w in self.windows)
+        seconds = sum(w.seconds for w in self.windows)
         step_rate = steps / seconds
         production = self._production(self.windows)
         error = self._error(production)
         held_back = False
-        share = sum(w[5] for w in self.windows) / seconds if self.waits else math.nan
+        share = sum(w.waited for w in self.windows) / seconds if self.waits else math.nan
         if not math.isfinite(own_rate):
             # The opening: how fast do steps run where the input is outrun?
             bound, complete = False, error <= self.tolerance / 2 * production or self.steps_seen >= MAX_STEPS
         else:
             threshold = (1 - self.tolerance) * own_rate
             bound = production < threshold
-            pulls = sum(w[3] for w in self.windows)
-            confident = abs(production - threshold) >= 2 * error and (self.of_steps or pulls >= MIN_PULLS)
+            pulls = sum(w.pulls for w in self.windows)
+            confident = abs(production - threshold) >= 2 * error and pulls >= MIN_PULLS
             if self.waits and bound and step_rate < threshold:
                 # The steps ran slow too: behind, unless the loop did not wait for its own
                 # input; then another trainer's input held the steps back (see the module
@@ -232,11 +249,10 @@ class Measurement:
                 # 1 - step_rate / own_rate of the time; another's did if it waited under half that.
                 waited = share - own_wait >= (1 - step_rate / own_rate) / 2
                 bound, held_back = waited, not waited
-            # Without a count a lower factor shows only once the buffers drain: wait longer.
-            long_enough = bound or steps >= MIN_KEEPS_UP_STEPS * (1 if self.counted else 2)
+            long_enough = bound or steps >= MIN_KEEPS_UP_STEPS
             # No one interval decides: a stall or a pause that holds over LONGEST_SHARE of the
             # time waits for more steps around it.
-            long_enough = long_enough and max(w[4] for w in self.windows) <= LONGEST_SHARE * seconds
+            long_enough = long_enough and max(w.longest for w in self.windows) <= LONGEST_SHARE * seconds
             complete = (confident and long_enough) or self.steps_seen >= MAX_STEPS
         ratio = math.nan if not bound else self.factor * own_rate / production if production > 0 else math.inf
         relative = error / production if production > 0 else math.inf

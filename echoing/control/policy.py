@@ -7,15 +7,20 @@ moves through four phases (:class:`Phase`):
 * ``OPEN``: ``max_factor``, where the input is outrun if anywhere: its step rate is ``s``.
 * ``SEARCH``: ``max_factor / 2``, halved while the input keeps up (R is below it), until
   a reading says it cannot (then R is known) or the factor is 1 (training is not
-  input-bound). Without the fresh count the search goes to 1 at once: a lower factor
-  shows in the step rate only once the buffers drain, and they drain fastest at 1.
+  input-bound).
 * ``HOLD``: ``headroom * R`` (within ``[1, max_factor]``). Every reading there either
   finds the input keeping up (``s`` is refined) or not (R rose: the factor rises to the
   new ``headroom * R`` at once).
 * ``CHECK``: after ``check_every_steps`` of holding, the factor is divided by
   ``check_divisor``, below R: a reading there gives R afresh, and the factor returns to
   ``headroom * R``; if the input keeps up even there, R fell, and the search goes on
-  down from there.
+  down from there. A check that puts the factor back where it was confirms it, and the
+  next waits twice as long (up to :data:`MAX_CHECK_BACKOFF` times). There is no check
+  while the input is behind at ``max_factor`` (a lower factor can only be slower there):
+  once a reading finds it behind there, or R at or above ``max_factor`` anywhere, checks
+  run again only after readings at ``max_factor`` have found it keeping up for
+  :data:`AT_MAX_KEEPS_UP_STEPS` steps in a row; on lumpy input a shorter stretch can be
+  the flood after a lump (the buffers and the upstream's prefetch full).
 
 A reading **held back** (a trainer in step whose loop did not wait for its own input
 while another's held the steps back) keeps the factor and holds it; in ``HOLD`` it
@@ -45,6 +50,19 @@ from echoing.control.estimate import Reading
 # mid-run), two in a row is an own rate read too high on a jittered step (the sweep's
 # seed 1041, 37% step jitter, ran away to max_factor without this rule).
 FUTILE_RAISES = 2
+# Steps in a row that readings at max_factor must find the input keeping up before checks
+# run again, once it was behind there: on design seed 1025 of benchmarks/controller_sweep.py
+# (R = 13.4 over max_factor 8, lumps of 13 batches into a buffer of 27 and a prefetch of
+# 12) a flood read "keeps up" over 304 steps at e = 8, and the checks that followed
+# searched down to 1.6. Two horizons of a reading (estimate.MAX_STEPS); 300 left 1.277 x
+# e = max_factor's time on the design seeds' worst such loop, 640 and 1,000 1.255.
+AT_MAX_KEEPS_UP_STEPS = 640
+# A check whose reading puts the factor back within this share of the one it left
+# confirms it, and the next check waits twice as long, up to MAX_CHECK_BACKOFF times
+# check_every_steps: a loop whose R stays put pays for few checks. Any other outcome, or
+# a raise, brings the checks back to every check_every_steps.
+CONFIRM_BAND = 0.1
+MAX_CHECK_BACKOFF = 8
 
 
 class Phase(str, enum.Enum):
@@ -104,28 +122,30 @@ class Policy:
         self.held_since: Optional[int] = None
         self._last_raise: Optional[tuple[float, float]] = None  # (step rate before, factor before)
         self._futile_raises = 0  # raises in a row after which the steps ran no faster
-
-    def loop_rate(self, pause_per_step: float) -> float:
-        """Steps per second where the input keeps up, with the loop's unannounced pauses (seconds a step) in."""
-        return 1 / (1 / self.own_rate + pause_per_step)
+        self._backoff = 1
+        self._checked_from = None
+        self.behind_at_max = False  # the input was behind at max_factor, and no long reading there says otherwise since
+        self._keeps_up_at_max_since: Optional[int] = None  # the first step of the readings at max_factor that keep up
 
     def clip(self, factor: float) -> float:
         return min(self.max_factor, max(1.0, round(factor, 3)))
 
-    def next(self, step: int, reading: Reading, counted: bool = True) -> tuple[Phase, float, Cause]:
-        """The phase and factor after a complete ``reading`` taken at the factor in force, and why.
-
-        ``counted``: whether the reading had the echo stage's fresh count (the search then
-        halves from ``max_factor / 2``; without it, it goes to 1 at once).
-        """
+    def next(self, step: int, reading: Reading) -> tuple[Phase, float, Cause]:
+        """The phase and factor after a complete ``reading`` taken at the factor in force, and why."""
         if reading.step_rate > self.own_rate * (1 + 2 * _tol(reading)) or not math.isfinite(self.own_rate):
             self.own_rate = reading.step_rate  # Steps this fast prove the step's own rate at least this.
         if self.phase == Phase.OPEN:
             if math.isfinite(reading.wait_share):
                 self.own_wait = reading.wait_share
-            # Without the count a lower factor shows only once the buffers drain, fastest at 1.
-            start = self.initial_factor if self.initial_factor > 1 else self.max_factor / 2 if counted else 1.0
+            start = self.initial_factor if self.initial_factor > 1 else self.max_factor / 2
             return self._go(step, Phase.SEARCH, self.clip(start), Cause.OWN_RATE)
+        if reading.input_bound and (reading.factor >= self.max_factor or reading.ratio >= self.max_factor):
+            self.behind_at_max, self._keeps_up_at_max_since = True, None
+        elif reading.factor >= self.max_factor and not reading.input_bound and self.behind_at_max:
+            if self._keeps_up_at_max_since is None:
+                self._keeps_up_at_max_since = step - reading.steps
+            if step - self._keeps_up_at_max_since >= AT_MAX_KEEPS_UP_STEPS:
+                self.behind_at_max = False
         raised, self._last_raise = self._last_raise, None
         if raised is not None:
             futile = reading.input_bound and reading.step_rate < raised[0] * (1 + _tol(reading))
@@ -139,11 +159,15 @@ class Policy:
         if reading.input_bound:
             self.ratio = min(reading.ratio, 10 * self.max_factor)
             target = self.clip(self.headroom * self.ratio)
+            if self.phase == Phase.CHECK and self._checked_from is not None:
+                confirmed = abs(target / self._checked_from - 1) <= CONFIRM_BAND
+                self._backoff = min(2 * self._backoff, MAX_CHECK_BACKOFF) if confirmed else 1
             if self.phase == Phase.HOLD:
                 if target <= reading.factor:
                     cause = Cause.SLOWER_THAN_MAX if reading.factor >= self.max_factor else Cause.MEASURED
                     return self._go(step, Phase.HOLD, reading.factor, cause, restart_hold=False)
                 self._last_raise = (reading.step_rate, reading.factor)
+                self._backoff = 1
                 return self._go(step, Phase.HOLD, target, Cause.INPUT_SLOWER)
             if target > reading.factor:
                 self._last_raise = (reading.step_rate, reading.factor)
@@ -155,9 +179,12 @@ class Policy:
         # The input kept up at this factor: R is at most it.
         if self.phase == Phase.HOLD:
             if (self.check_every_steps is not None and reading.factor > 1
-                    and step - self.held_since >= self.check_every_steps):
+                    and not (reading.factor >= self.max_factor and self.behind_at_max)
+                    and step - self.held_since >= self.check_every_steps * self._backoff):
+                self._checked_from = reading.factor
                 return self._go(step, Phase.CHECK, self.clip(reading.factor / self.check_divisor), Cause.CHECK)
             return self._go(step, Phase.HOLD, reading.factor, Cause.KEEPS_UP, restart_hold=False)
+        self._backoff = 1
         if reading.factor <= 1:
             self.ratio = 1.0
             return self._go(step, Phase.HOLD, 1.0, Cause.NOT_INPUT_BOUND)

@@ -3,21 +3,27 @@
 An interval runs from one call to the next: the steps it covers, its seconds, the fresh
 batches the echo stage pulled in it (the :class:`echoing.EchoStats` count over
 ``elements_per_step``) and the factor in force. An interval is *left out* of the
-measurements (a pause: of the opening's only), with a :class:`LeftOut` cause, when:
+measurements, with a :class:`LeftOut` cause, when:
 
 * it follows :meth:`StepClock.interrupt` (the loop said the time was not training);
 * its clock, its fresh count or its input wait went back (``stats.reset()``, a restored checkpoint);
+* its timestamp is not finite (NaN, inf), or its step index did not increase: that call
+  is left out, and so is the interval after it (it would start from a bad call);
 * its steps took :data:`PAUSE_FACTOR` typical steps longer than typical steps would
   have (so a pause shows within ``steps_per_execution`` steps too), it is alone, and the
   echo stage made no more meanwhile than the steps took (plus one micro-batch): a pause
   the loop did not announce (a checkpoint save, a logging callback, an evaluation),
   during which the buffers were full and the input stood still (its seconds beyond
-  typical steps add to :attr:`StepClock.pause_per_step`; the controller leaves a pause
-  out of its opening only, and afterwards charges it to the loop). Where the echo stage
-  made more, the input was working: a lump's stall, or a pause with room in the buffers,
-  whose time is the input's and counts. Without a fresh count, duration alone decides.
-  Long intervals that recur (:data:`RECURRING_LONG` within :data:`RECURRING_STEPS` steps)
-  are the input's own stalls (lumps, records read whole) and are measured (those of them
+  typical steps add to :attr:`StepClock.pause_per_step`). **The pause rule:** a pause
+  is left out of the opening only, which reads the step's own rate; from
+  :meth:`StepClock.end_opening` on, it is measured like any interval and charged to the
+  loop instead: :meth:`StepClock.loop_rate` is the rate where the input keeps up with the
+  pauses in, which every reading is held against. A pause costs every factor alike, and
+  what the input reads meanwhile counts for the factor that banks it. Where the echo
+  stage made more, the input was working: a lump's stall, or a pause with room in the
+  buffers, whose time is the input's and counts.
+  Long intervals that recur (:data:`RECURRING_LONG` within :data:`RECURRING_STEPS` steps,
+  whether or not the echo stage made more in them) are the input's own stalls (lumps, records read whole) and are measured (those of them
   taken for pauses before they recurred are taken off the pause count), unless
   the others are :data:`IMPLAUSIBLE_SPREAD` times shorter still: then the loop timestamps
   steps when they are dispatched, not when they have run (JAX without blocking), and
@@ -52,12 +58,15 @@ PAUSE_FACTOR = 4.0
 # an input read in large records (up to 32 batches in the sweep) do not move it.
 TYPICAL_INTERVALS = 31
 # This many long intervals within RECURRING_STEPS steps are not pauses but the input's
-# stalls: a record of L batches at e near R stalls every L e steps, so lumps up to 12
-# fresh batches-times-R recur within 48 steps (the sweep's lumps reach 32 batches).
+# stalls: a record of L batches at e stalls every L e steps, while a loop's own pauses (a
+# checkpoint, a logging callback) come every 50 steps at the most often in the sweep
+# (benchmarks/controller_sweep.py), so at most two fall within 96 steps. Within 48 steps,
+# the stalls of lumps of 9 at e = 2 (design seed 1124) were charged to the loop as pauses,
+# its rate read at 9.8 steps/s against its own 44.5, and the search ran down to 1.
 RECURRING_LONG = 4
-RECURRING_STEPS = 48
+RECURRING_STEPS = 96
 # Recurring long intervals over this many times the typical one are not the input's: a
-# lump's stall is L R step-times, at most about 12 where it recurs within 48 steps, while
+# lump's stall is L R step-times, at most about 24 where it recurs within 96 steps, while
 # a JAX loop that timestamps at dispatch sees calls that return at once and, every few,
 # one that waits for a whole queue of steps (examples/jax_loop.py without --block).
 IMPLAUSIBLE_SPREAD = 50.0
@@ -69,6 +78,8 @@ class LeftOut(str, enum.Enum):
     INTERRUPTED = "interrupted"
     CLOCK_WENT_BACK = "clock_went_back"
     COUNT_WENT_BACK = "count_went_back"
+    NOT_FINITE = "not_finite"  # a timestamp that is NaN or infinite
+    STEP_DID_NOT_INCREASE = "step_did_not_increase"
     PAUSE = "pause"
     IMPLAUSIBLE = "implausible"
 
@@ -84,7 +95,7 @@ class Interval:
       end_step: the step index of the later call.
       steps: steps covered (1, or ``steps_per_execution``).
       seconds: their time.
-      fresh: fresh batches the echo stage pulled meanwhile (``None`` without a count).
+      fresh: fresh batches the echo stage pulled meanwhile.
       factor: the echo factor in force.
       left_out: ``None`` if measured, else why not.
       waited: seconds of it the loop waited for its own input (``None`` if not told).
@@ -93,7 +104,7 @@ class Interval:
     end_step: int
     steps: int
     seconds: float
-    fresh: Optional[float]
+    fresh: float
     factor: float
     left_out: Optional[LeftOut] = None
     waited: Optional[float] = None
@@ -104,19 +115,17 @@ class StepClock:
 
     Args:
       elements_per_step: fresh elements per step without echo (the fresh count is
-        divided by it), or ``None`` when the loop gives no count.
+        divided by it).
 
     Raises:
-      TypeError, ValueError: from :meth:`observe`, for a step that is not an int or does
-        not increase, a timestamp that is not a finite number, a fresh count that is not
-        an int >= 0, or a count given at some calls and not others.
+      TypeError, ValueError: from :meth:`observe`, for a step that is not an int, a
+        timestamp that is not a number, or a fresh count that is missing or not an int >= 0.
     """
 
-    def __init__(self, elements_per_step: Optional[int]) -> None:
+    def __init__(self, elements_per_step: int) -> None:
         self.elements_per_step = elements_per_step
-        self._last: Optional[tuple[int, float, Optional[int]]] = None
-        self._last_step: Optional[int] = None
-        self._counted: Optional[bool] = None
+        self._last: Optional[tuple[int, float, int]] = None
+        self._opening = True
         self._last_wait: Optional[float] = None
         self._waits: Optional[bool] = None
         self._interrupted = False
@@ -132,14 +141,22 @@ class StepClock:
 
     @property
     def pause_per_step(self) -> float:
-        """Seconds of unannounced pause per step since :meth:`count_pauses_afresh` (or the start), on average."""
+        """Seconds of unannounced pause per step since :meth:`end_opening` (or the start), on average."""
         return self._pause_seconds / self._steps if self._steps else 0.0
 
-    def count_pauses_afresh(self) -> None:
-        """Starts :attr:`pause_per_step` again from the next interval."""
+    def end_opening(self) -> None:
+        """From the next interval on, pauses are measured and charged to the loop (:meth:`loop_rate`).
+
+        The pause count starts afresh: a cold start's first waits for input look like pauses.
+        """
+        self._opening = False
         self._steps, self._pause_seconds = 0, 0.0
         for entry in self._long:
             entry[2] = 0.0
+
+    def loop_rate(self, own_rate: float) -> float:
+        """Steps per second where the input keeps up, with the loop's unannounced pauses in."""
+        return 1 / (1 / own_rate + self.pause_per_step)
 
     @property
     def typical_step_seconds(self) -> Optional[float]:
@@ -157,20 +174,26 @@ class StepClock:
         """
         step, timestamp, fresh = self._checked(step, timestamp, fresh)
         input_wait = self._checked_wait(input_wait)
+        bad = (LeftOut.STEP_DID_NOT_INCREASE if self._last is not None and step <= self._last[0]
+               else LeftOut.NOT_FINITE if not math.isfinite(timestamp) else None)
+        if bad is not None:
+            # Kept out, and the interval after it too: it would start from this call.
+            self._interrupted = True
+            return Interval(step, 0, math.nan, 0.0, float(factor), left_out=bad)
         last, self._last = self._last, (step, timestamp, fresh)
         last_wait, self._last_wait = self._last_wait, input_wait
         interrupted, self._interrupted = self._interrupted, False
         if last is None:
             return None
         steps, seconds = step - last[0], timestamp - last[1]
-        counted = None if fresh is None else (fresh - last[2]) / self.elements_per_step
+        counted = (fresh - last[2]) / self.elements_per_step
         waited = None if input_wait is None else input_wait - last_wait
         interval = Interval(step, steps, seconds, counted, float(factor), waited=waited)
         if interrupted:
             return dataclasses.replace(interval, left_out=LeftOut.INTERRUPTED)
         if not seconds > 0:
             return dataclasses.replace(interval, left_out=LeftOut.CLOCK_WENT_BACK)
-        if (counted is not None and counted < 0) or (waited is not None and waited < 0):
+        if counted < 0 or (waited is not None and waited < 0):
             return dataclasses.replace(interval, left_out=LeftOut.COUNT_WENT_BACK)
         duration, typical = seconds / steps, self.typical_step_seconds
         self._steps += steps
@@ -178,13 +201,15 @@ class StepClock:
         while self._long and self._long[0][0] <= step - RECURRING_STEPS:
             self._long.popleft()
         long = typical is not None and len(self._durations) > 8 and seconds - steps * typical > PAUSE_FACTOR * typical
-        if long and counted is not None and counted * factor > steps + factor:
-            # The echo stage made more than the steps took (and a micro-batch): the input
-            # was working all along, so its time counts (a lump's stall, or a pause with
-            # room in the buffers, where the input's rate is what it was).
-            long = False
+        # The echo stage made more than the steps took (and a micro-batch): the input was
+        # working all along, so its time counts (a lump's stall, or a pause with room in
+        # the buffers, where the input's rate is what it was).
+        worked = counted * factor > steps + factor
         if long:
+            # Every long interval counts toward a recurrence, the input's own stalls and the
+            # waits of a full dispatch queue alike (the echo stage may work through either).
             self._long.append([step, duration / typical, 0.0])
+        long = long and not worked
         if len(self._long) >= RECURRING_LONG:
             for entry in self._long:  # Taken for pauses before they recurred: the input's stalls after all.
                 self._pause_seconds -= entry[2]
@@ -197,7 +222,7 @@ class StepClock:
         if long:
             self._long[-1][2] = seconds - steps * typical
             self._pause_seconds += self._long[-1][2]
-            return dataclasses.replace(interval, left_out=LeftOut.PAUSE)
+            return dataclasses.replace(interval, left_out=LeftOut.PAUSE) if self._opening else interval
         return interval
 
     def _checked_wait(self, input_wait) -> Optional[float]:
@@ -215,19 +240,11 @@ class StepClock:
     def _checked(self, step, timestamp, fresh):
         if isinstance(step, bool) or not isinstance(step, numbers.Integral):
             raise TypeError(f"step: expected an int, got {type(step).__name__}: {step!r}")
-        if self._last_step is not None and step <= self._last_step:
-            raise ValueError(f"step: expected steps to increase, got {step} after {self._last_step}")
-        if isinstance(timestamp, bool) or not isinstance(timestamp, numbers.Real) or not math.isfinite(timestamp):
-            raise ValueError(f"timestamp: expected finite seconds, got {timestamp!r}")
-        if fresh is not None and (isinstance(fresh, bool) or not isinstance(fresh, numbers.Integral) or fresh < 0):
+        if isinstance(timestamp, bool) or not isinstance(timestamp, numbers.Real):
+            raise TypeError(f"timestamp: expected seconds (a number), got {type(timestamp).__name__}: {timestamp!r}")
+        if fresh is None:
+            raise ValueError("fresh: the echo stage's count of fresh elements so far (int(stats.fresh)) is required "
+                             "at every call; got None")
+        if isinstance(fresh, bool) or not isinstance(fresh, numbers.Integral) or fresh < 0:
             raise ValueError(f"fresh: expected a count of fresh elements (an int >= 0), got {fresh!r}")
-        if self._counted is None:
-            if fresh is not None and self.elements_per_step is None:
-                raise ValueError(f"elements_per_step: the fresh count ({fresh}) needs the fresh elements one step reads "
-                                 "without echo (the batch size when the stage echoes examples, 1 for batches); got None")
-            self._counted = fresh is not None
-        elif self._counted != (fresh is not None):
-            raise ValueError(f"fresh: give the fresh count at every call or at none; got {fresh!r} after "
-                             f"{'counts' if self._counted else 'none'}")
-        self._last_step = int(step)
-        return int(step), float(timestamp), None if fresh is None else int(fresh)
+        return int(step), float(timestamp), int(fresh)
