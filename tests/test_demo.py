@@ -87,8 +87,18 @@ def _run(name, placement, factor, max_factor, seconds, steps):
 def test_the_verdict_says_what_it_can_compare():
     auto = _run("AutoEcho", "before_augment", None, 8.0, 10.0, 100)
     alone = [_run("baseline", "none", 1.0, None, None, None), auto]
-    assert "nothing to compare" in demo.verdict(alone)
+    assert demo.verdict(alone) == "AutoEcho reached the target; the baseline did not within its budget."
     without_fixed = [_run("baseline", "none", 1.0, None, 40.0, 80), auto]
     assert demo.verdict(without_fixed) == "AutoEcho took 0.25x the baseline time to target."
     missed = [_run("AutoEcho", "before_augment", None, 8.0, None, None)]
     assert demo.verdict(missed) == "AutoEcho did not reach the target within its replay."
+    # Steps apart by more than the seeds' own spread at the fixed factor are said to be.
+    fixed = _run("e=4", "before_augment", 4.0, None, 11.0, 110)  # AutoEcho needed 0.91x its steps.
+    assert demo.verdict([*without_fixed, fixed], (0.84, 1.24, 9)).endswith("cannot tell the two apart by steps.")
+    assert demo.verdict([*without_fixed, fixed], (0.97, 1.03, 9)).endswith("beyond that spread.")
+
+
+def test_the_seed_spread_comes_from_the_committed_runs_of_nine_seeds():
+    low, high, seeds = demo.seed_spread(4.0)
+    assert seeds == 9 and low < 1.0 < high
+    assert demo.seed_spread(3.0) is None  # No committed runs at that factor.

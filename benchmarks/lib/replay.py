@@ -63,15 +63,15 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
       train_step: instead of ``step_seconds``, a real step called with each batch (the
         wallclock mode, :mod:`benchmarks.lib.wallclock`: training on this CPU).
       controller: an :class:`echoing.EchoController` to drive ``factor`` (the variable the
-        config's echo stage reads), as :class:`echoing.AutoEcho` would; given the echo
-        stage's fresh count at every step when its settings have ``elements_per_step``.
+        config's echo stage reads), as :class:`echoing.AutoEcho` would, given the echo
+        stage's fresh count at every step.
       factor: that variable.
 
     Returns:
       A :class:`benchmarks.lib.run_records.Timeline`: ``seconds``, for every step, seconds from the first batch to the step's end;
       ``factors``: the factor set when each step's batch was pulled; ``startup_seconds``;
       ``decisions``: the controller's decisions, as text; ``fresh``: the echo stage's
-      fresh count after every step (where the controller read it), else ``None``.
+      fresh count after every step (with a controller), else ``None``.
     """
     if (controller is None) != (factor is None):
         raise ValueError("controller and factor: give both or neither")
@@ -84,7 +84,7 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
         batch = next(source[0])  # The buffers fill here; the first step trains on this batch.
     origin = time.perf_counter()
     seconds, factors, fresh = [], [], []
-    read_fresh = controller is not None and controller.settings.elements_per_step is not None
+    read_fresh = controller is not None
     counted = None
     # The variable's value, kept here as the loop assigns it rather than read at every
     # step: a read from Python while the pipeline reads the variable too slowed AutoEcho's
@@ -105,7 +105,7 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
         if read_fresh:
             counted = int(stats.fresh.numpy())
             fresh.append(counted)
-        if controller is not None and controller.observe(step, now, counted) is not None:
+        if controller is not None and controller.observe(step, now, fresh=counted) is not None:
             factor.assign(controller.factor)
             current = controller.factor
     del batch
@@ -116,7 +116,7 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
 
 
 def auto_echo_controller(task: Task, placement: str, max_factor: float) -> echoing.EchoController:
-    """AutoEcho's controller as a user sets it up: given the echo stage's fresh count (the supply law)."""
+    """AutoEcho's controller as a user sets it up: given the echo stage's fresh count."""
     return echoing.EchoController(max_factor=max_factor, elements_per_step=task.echo_elements_per_step(placement))
 
 
