@@ -460,7 +460,6 @@ def main(argv=None) -> None:
     print()
     print(table(document))
     print()
-    print(verdict(results.runs))
     print(f"Time is that of a host whose step ({config.step_seconds * 1e3:g} ms, modelled) runs on an accelerator while "
           "this pipeline runs for real; training on this CPU shares its two cores with the pipeline and gains less.")
     print(f"results: {path}\nplot: {args.output_dir / f'{name}.png'}")
