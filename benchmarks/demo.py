@@ -353,9 +353,10 @@ def seed_spread(factor: float) -> Optional[tuple[float, float, int]]:
     path = results_io.RESULTS_DIR / SEEDS_RESULTS
     if not path.exists():
         return None
+    task = TASKS["resnet"].name
     steps = sorted(r.steps for r in reporting.results_of(results_io.read_results(path)).runs
                    if r.config.mode == "sample" and not r.config.auto_echo and r.reached
-                   and r.config.task == "resnet" and r.config.factor == factor)
+                   and r.config.task == task and r.config.factor == factor)
     if len(steps) < 3:
         return None
     median = statistics.median(steps)

@@ -378,6 +378,9 @@ def parse_arguments(argv=None) -> tuple[argparse.Namespace, BenchmarkPlan]:
     parser.add_argument("--carry-timelines", action="store_true",
                         help="relabel the saved AutoEcho timelines that today's law decides alike (echoing.controller.LAW), "
                              "drop the others and their trained runs, and stop")
+    parser.add_argument("--retime-other-machines", action="store_true",
+                        help="drop the timed replays (fixed factors and AutoEcho's timelines) that another CPU made, "
+                             "with AutoEcho's runs trained on them, so that the next run times them again here, and stop")
     parser.add_argument("--time-only", action="store_true",
                         help="only the timed replays (run alone); AutoEcho's training on them follows in a run without it")
     args = parser.parse_args(argv)
@@ -413,14 +416,15 @@ def decides_alike(timeline: AutoEchoTimeline, run: RunConfig, tasks: dict) -> bo
     step and hands the controller each step's end and fresh count; a law that sets the
     same factors from the same figures would have made the same timeline.
     """
+    if timeline.fresh is None:
+        return False  # Timed without the fresh count, which the law now requires.
     task = tasks[run.task]
     controller = replay.auto_echo_controller(task, run.placement, run.max_factor)
     current = timeline.factors[0]
-    fresh = timeline.fresh or (None,) * len(timeline.seconds)
-    for step, (seconds, factor, counted) in enumerate(zip(timeline.seconds, timeline.factors, fresh)):
+    for step, (seconds, factor, counted) in enumerate(zip(timeline.seconds, timeline.factors, timeline.fresh)):
         if factor != current:
             return False
-        if controller.observe(step, seconds, counted) is not None:
+        if controller.observe(step, seconds, fresh=counted) is not None:
             current = controller.factor
     return True
 
@@ -449,9 +453,33 @@ def carry_timelines(output: Path, tasks: dict, log=print) -> tuple[int, int]:
     return len(carried), len(dropped)
 
 
+def retime_other_machines(output: Path, log=print) -> int:
+    """Drops what another CPU timed: fixed factors' replays, AutoEcho's timelines and the runs trained on them.
+
+    A replay's time per step is the machine's, so a comparison of factors is made on one
+    CPU; returns how many records and timelines were dropped.
+    """
+    cpu = results_io.this_machine().cpu
+    results = results_io.ResultsFile(output, None, key=lambda record: read_run(record).config)
+    # A timeline is not stamped; the AutoEcho run trained on it is, and was timed with it.
+    timed_on = {read_run(record).config: results.machine_of(record).cpu for record in results.runs}
+    file_cpu = results.machine_of({}).cpu
+    runs = results.drop(lambda record, machine: read_run(record).config.mode == "replay" and machine.cpu != cpu)
+    for record in runs:
+        log(f"{read_run(record).config.describe()}: timed on another CPU ({results.machine_of(record).cpu}), "
+            "dropped: time it again")
+    timelines = results.revise_measurements(
+        "auto_echo_timelines", lambda of, value: None if timed_on.get(RunConfig.from_record(of), file_cpu) != cpu else value,
+        key_of=RunConfig.from_record)
+    return len(runs) + len(timelines)
+
+
 def main(argv=None) -> None:
     args, plan = parse_arguments(argv)
     output = args.output or args.output_dir / "time_to_target.json"
+    if args.retime_other_machines:
+        print(f"{output}: {retime_other_machines(output)} dropped, timed on another CPU than this one")
+        return
     if args.carry_timelines:
         carried, dropped = carry_timelines(output, TASKS)
         print(f"{output}: {carried} timelines carried to {echoing.controller.LAW}, {dropped} dropped")

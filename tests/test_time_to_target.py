@@ -195,6 +195,23 @@ def test_timelines_of_another_law_are_carried_when_todays_law_decides_alike_and_
         assert "carried" in lines[0] if name == "alike" else "dropped" in lines[0]
 
 
+def test_replays_timed_on_another_cpu_are_dropped_with_autoechos_timeline_and_the_rest_kept(finished, tmp_path):
+    output, *_ = finished
+    document = json.loads(output.read_text())
+    elsewhere = {**document["machine"], "cpu": "another CPU"}
+    runs = [{**r, "machine": elsewhere} if r["config"]["mode"] == "replay" else r for r in document["results"]["runs"]]
+    copy = tmp_path / "time_to_target.json"
+    copy.write_text(json.dumps({**document, "results": {**document["results"], "runs": runs}}))
+    lines = []
+    dropped = T.retime_other_machines(copy, log=lines.append)
+    results = json.loads(copy.read_text())["results"]
+    replays = sum(r["config"]["mode"] == "replay" for r in document["results"]["runs"])
+    assert dropped == replays + 1 and len(lines) == replays  # The replays, and AutoEcho's timeline.
+    assert all(r["config"]["mode"] != "replay" for r in results["runs"]) and results["auto_echo_timelines"] == []
+    assert len(results["runs"]) == len(runs) - replays  # The sample runs stay.
+    assert T.retime_other_machines(copy, log=lines.append) == 0  # Nothing more of another CPU's.
+
+
 def test_best_echo_shuffle_minimises_the_modelled_time():
     def record(shuffle, seed, steps, fresh, reached=True):
         return sample(RunConfig("sample", "resnet", "before_augment", 4.0, shuffle, seed), steps, fresh, reached)

@@ -226,6 +226,11 @@ def machine() -> dict[str, Any]:
     }
 
 
+def this_machine() -> Machine:
+    """This host, as a record (:func:`machine`)."""
+    return Machine.from_record(machine())
+
+
 def versions() -> dict[str, str]:
     """Versions of the libraries the figures depend on."""
     import numpy
@@ -381,6 +386,24 @@ class ResultsFile:
             gone = [key_of(of) for of in dropped]
             self.runs = [record for record in self.runs if self.key(record) not in gone]
             self.extra[name] = kept
+            self._save()
+        return dropped
+
+    def machine_of(self, record: dict) -> Machine:
+        """The machine a record was stamped with; an unstamped one's is the file header's (its last write's)."""
+        if "machine" in record:
+            return Machine.from_record(record["machine"])
+        return header(read_results(self.path)).machine if self.path.exists() else this_machine()
+
+    def drop(self, drops: Callable[[dict, Machine], bool]) -> list[dict]:
+        """Removes the records for which ``drops(record, the machine it ran on)`` holds; returns them.
+
+        The next run then redoes them.
+        """
+        with self._locked():
+            self._reload()
+            dropped = [record for record in self.runs if drops(record, self.machine_of(record))]
+            self.runs = [record for record in self.runs if record not in dropped]
             self._save()
         return dropped
 
