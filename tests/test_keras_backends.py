@@ -111,7 +111,8 @@ def test_auto_echo_raises_the_factor_on_an_input_bound_loop_and_logs(tmp_path):
     x = testing.throttled_range(8 / 0.040).map(lambda i: (tf.cast(tf.fill([5], i % 7), tf.float32), i % 3))
     ds = x.apply(echoing.echo(factor, seed=0, stats=stats)).batch(8).prefetch(2)
     auto = echoing.AutoEcho(factor, max_factor=8.0, stats=stats, elements_per_step=8, log_dir=str(tmp_path), verbose=0)
-    history = softmax_regression().fit(ds, steps_per_epoch=120, epochs=2, callbacks=[PacedStep(0.008), auto], verbose=0)
+    # Three epochs: the search halves from 4 with 64 steps a reading at least before R is read.
+    history = softmax_regression().fit(ds, steps_per_epoch=120, epochs=3, callbacks=[PacedStep(0.008), auto], verbose=0)
     assert {"echo_factor", "steps_per_second", "fresh_examples"} <= set(history.history)
     assert float(factor.numpy()) > 2.0, [str(d) for d in auto.decisions]
     assert list((tmp_path / "train").glob("events.out.tfevents.*")), "no TensorBoard events written"
