@@ -7,9 +7,11 @@ With ``--devices 2`` Lightning runs two CPU processes under DDP (``gloo``): each
 own half of the data, rank 0 decides the factor and every rank assigns it at the same
 step, so both run exactly ``--steps`` steps and neither waits forever at a collective.
 
-It prints one line of JSON per rank: its steps, its fresh and emitted counts, the factors
-it held and rank 0's decisions. A checkpoint is saved at the end (``--checkpoint``) with
-the callback's state; ``--resume`` continues from it.
+It prints one line of JSON per rank: its steps, its fresh and emitted counts, the factor
+it held at each step and rank 0's decisions; ``--summary-dir`` also writes each rank's line
+to ``rank-N.json`` there (the ranks share one stdout, where two lines can run together).
+A checkpoint is saved at the end (``--checkpoint``) with the callback's state;
+``--resume`` continues from it.
 
 Run it: ``python -m examples.lightning_loop --steps 200 --devices 2``.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import time
 
 import lightning as L
@@ -87,7 +90,7 @@ def train(steps: int, *, devices: int = 1, batch_size: int = 16, input_seconds: 
     if checkpoint:
         trainer.save_checkpoint(checkpoint)
     return {"rank": rank, "steps": len(held.factors), "global_step": trainer.global_step, "fresh": stats.fresh,
-            "emitted": stats.emitted, "factors": sorted(set(held.factors)), "last_factor": float(factor),
+            "emitted": stats.emitted, "factors": held.factors, "last_factor": float(factor),
             "decisions": [str(d) for d in auto.decisions] if rank == 0 else []}
 
 
@@ -99,12 +102,17 @@ def main(argv=None) -> None:
     parser.add_argument("--step-seconds", type=float, default=0.005)
     parser.add_argument("--checkpoint", default=None)
     parser.add_argument("--resume", default=None)
+    parser.add_argument("--summary-dir", type=pathlib.Path, default=None,
+                        help="a directory to write each rank's summary to, as rank-N.json")
     args = parser.parse_args(argv)
     for name in ("steps", "devices"):
         if getattr(args, name) < 1:
             parser.error(f"--{name}: expected a whole number >= 1, got {getattr(args, name)!r}")
     summary = train(args.steps, devices=args.devices, input_seconds=args.input_seconds,
                     step_seconds=args.step_seconds, checkpoint=args.checkpoint, resume=args.resume)
+    if args.summary_dir is not None:
+        args.summary_dir.mkdir(parents=True, exist_ok=True)
+        (args.summary_dir / f"rank-{summary['rank']}.json").write_text(json.dumps(summary) + "\n")
     print(json.dumps(summary), flush=True)
 
 

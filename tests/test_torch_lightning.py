@@ -130,18 +130,35 @@ def test_bad_arguments_are_refused_by_name(kwargs, error, message):
         AutoEcho(arguments.pop("factor"), arguments.pop("stats"), **arguments)
 
 
-def test_two_ddp_ranks_on_gloo_change_the_factor_at_the_same_steps_and_finish_together():
-    # Two CPU processes under Lightning's DDP (its launcher runs the example again as rank 1).
+def run_two_ddp_ranks(tmp_path, steps: int) -> list[dict]:
+    """Runs examples/lightning_loop.py on two gloo ranks; returns their summaries, rank 0 first."""
+    # Lightning's launcher runs the example again as rank 1; each rank writes its own file.
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PL_DISABLE_FORK": "1", "MASTER_PORT": str(29500 + os.getpid() % 1000)}
-    done = subprocess.run([sys.executable, "-m", "examples.lightning_loop", "--steps", "120", "--devices", "2",
-                           "--input-seconds", "0.004", "--step-seconds", "0.001"],
+    done = subprocess.run([sys.executable, "-m", "examples.lightning_loop", "--steps", str(steps), "--devices", "2",
+                           "--input-seconds", "0.004", "--step-seconds", "0.001", "--summary-dir", str(tmp_path)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
-    ranks = sorted((json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")),
-                   key=lambda summary: summary["rank"])
+    ranks = [json.loads((tmp_path / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
     assert [r["rank"] for r in ranks] == [0, 1], done.stdout
+    return ranks
+
+
+def test_two_ddp_ranks_on_gloo_hold_the_same_factor_at_every_step_and_finish_together(tmp_path):
+    ranks = run_two_ddp_ranks(tmp_path, steps=120)
     assert ranks[0]["steps"] == ranks[1]["steps"] == 120 == ranks[0]["global_step"]
-    # Same factors at the same steps: the same copies drawn, so the same counts on both.
-    assert ranks[0]["factors"] == ranks[1]["factors"] and len(ranks[0]["factors"]) > 1
+    # The same factor at every step (rank 0's, broadcast), so the same copies drawn and the same counts on both.
+    assert ranks[0]["factors"] == ranks[1]["factors"]
     assert ranks[0]["emitted"] == ranks[1]["emitted"] and ranks[0]["fresh"] == ranks[1]["fresh"]
     assert ranks[0]["decisions"] and "(open, start)" in ranks[0]["decisions"][0]
+    assert not ranks[1]["decisions"]  # Rank 1 never decides.
+
+
+@pytest.mark.timing
+def test_two_ddp_ranks_on_gloo_change_the_factor_at_the_same_steps(tmp_path):
+    # The first change needs a reading at max_factor (64 steps at least, more where the machine is busy): a
+    # run long enough to make one is a timing test. Input at 4 ms a batch, the step 1 ms plus DDP's own: R < 8.
+    ranks = run_two_ddp_ranks(tmp_path, steps=400)
+    assert ranks[0]["steps"] == ranks[1]["steps"] == 400
+    assert len(set(ranks[0]["factors"])) > 1, ranks[0]["decisions"]
+    assert ranks[0]["factors"] == ranks[1]["factors"]
+    assert ranks[0]["emitted"] == ranks[1]["emitted"] and ranks[0]["fresh"] == ranks[1]["fresh"]

@@ -45,8 +45,10 @@ Install Lightning beside the ``torch`` extra: ``pip install lightning``.
 >>> trainer = L.Trainer(max_steps=40, callbacks=[auto], logger=False, enable_checkpointing=False,
 ...                     enable_progress_bar=False, enable_model_summary=False)
 >>> trainer.fit(Tiny(), loader)
->>> auto.decisions[0].cause.value, float(factor)
+>>> auto.decisions[0].cause.value, auto.decisions[0].factor  # It opens at max_factor.
 ('start', 4.0)
+>>> float(factor) == auto.controller.factor  # Later decisions depend on the step times.
+True
 """
 
 from __future__ import annotations
