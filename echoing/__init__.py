@@ -8,6 +8,7 @@
 from echoing.auto_echo import AutoEcho
 from echoing.consumption import ConsumedExamples
 from echoing.controller import Cause, ControllerSettings, EchoController, EchoDecision, Phase
+from echoing.copy_cost import fit_copy_cost
 from echoing import external_state, service
 from echoing.echo import echo
 from echoing.gradient_norms import microbatch_gradient_norms, stateless_microbatch_gradient_norms
@@ -21,7 +22,8 @@ from echoing.stats import EchoStats
 __all__ = [
     "Cause",
     "echo", "EchoPoint", "EchoStats", "ConsumedExamples", "external_state", "service", "measure_ratio", "RatioMeasurement",
-    "AutoEcho", "EchoController", "ControllerSettings", "EchoDecision", "Phase", "recommend", "Recommendation",
+    "AutoEcho", "EchoController", "ControllerSettings", "EchoDecision", "Phase", "fit_copy_cost", "recommend",
+    "Recommendation",
     "GradientNorms", "NoiseScale", "NoiseScaleEstimator", "microbatch_gradient_norms", "stateless_microbatch_gradient_norms",
     "NoiseScaleCallback",
 ]

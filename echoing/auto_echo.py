@@ -75,8 +75,11 @@ class AutoEcho(keras.callbacks.Callback):
 
     What it sets: ``factor``, to ``max_factor`` for the opening, then halved while the
     input keeps up, then ``min(R * headroom, max_factor)``, or exactly 1 when training is
-    not input-bound. It raises the factor when the input falls behind and checks every
-    ``check_every_steps`` whether R has fallen.
+    not input-bound. Where steps still wait there (lumpy input), it tries raises of 1.25x
+    and keeps each that trains faster by the objective, the progress per second
+    ``T(e) / (1 + copy_cost (e - 1))`` (:func:`echoing.fit_copy_cost` fits ``copy_cost``
+    from a sample run; 0.13 by default). It raises the factor when the input falls behind
+    and checks every ``check_every_steps`` whether R has fallen.
 
     What it logs:
 
@@ -116,7 +119,7 @@ class AutoEcho(keras.callbacks.Callback):
       log_dir: a TensorBoard directory, or ``None``.
       verbose: 1 prints each decision as one sentence; 0 is silent.
       **settings: any other field of :class:`echoing.ControllerSettings`
-        (``initial_factor``, ``headroom``, ``check_every_steps``,
+        (``copy_cost``, ``initial_factor``, ``headroom``, ``check_every_steps``,
         ``check_divisor``, ``tolerance``).
 
     Attributes:

@@ -63,7 +63,7 @@ __all__ = ["Cause", "ControllerSettings", "EchoController", "EchoDecision", "LAW
 # The law's name, saved with every replayed AutoEcho timeline (benchmarks/time_to_target.py)
 # so that timelines of another law are timed again rather than reused. A change of what
 # the law decides names a new one; its history is in docs/decisions/.
-LAW = "readings-2026-11-28"
+LAW = "objective-2026-11-28"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,9 +78,16 @@ class ControllerSettings:
       initial_factor: above 1, the search after the opening starts at this factor (a
         warm estimate, ``R * headroom`` from :func:`echoing.measure_ratio`) instead of at
         ``max_factor / 2``; in ``[1, max_factor]``.
-      headroom: the held factor is ``headroom * R`` (> 0): a little above R, so that the
+      headroom: the knee is ``headroom * R`` (> 0): a little above R, so that the
         input's jitter seldom makes a step wait, and a little only, since every copy
         beyond R costs training progress.
+      copy_cost: ``c`` of the objective the law maximizes, the training progress per
+        second ``T(e) / (1 + c (e - 1))``, in [0, 1]: a step on data echoed ``e`` times
+        makes ``1 / (1 + c (e - 1))`` of a fresh step's progress. It decides whether a
+        raise above the knee is tried (where steps still wait for input there) and kept.
+        The default, 0.13, is the compromise the sweep's frontier finds across c = 0.05
+        to 0.19 (``docs/results/controller.md``); ``docs/choosing.md`` says how to fit
+        yours from a sample run.
       check_every_steps: steps of holding between checks of a lower factor (``None``:
         never; the factor then follows a slower input but not a faster one).
       check_divisor: a check runs at the held factor divided by this (> 1).
@@ -93,6 +100,7 @@ class ControllerSettings:
     elements_per_step: Optional[int] = None
     initial_factor: float = 1.0
     headroom: float = 1.05
+    copy_cost: float = 0.13
     check_every_steps: Optional[int] = 200
     check_divisor: float = 1.25
     tolerance: float = 0.08
@@ -106,6 +114,7 @@ class ControllerSettings:
             raise ValueError(f"initial_factor: expected a number in [1, max_factor={self.max_factor!r}], "
                              f"got {self.initial_factor!r}")
         check_number("headroom", self.headroom, low=0.0, low_open=True)
+        check_number("copy_cost", self.copy_cost, low=0.0, high=1.0)
         check_int("check_every_steps", self.check_every_steps, low=1, none_ok=True)
         check_number("check_divisor", self.check_divisor, low=1.0, low_open=True)
         check_number("tolerance", self.tolerance, low=0.0, high=0.5, low_open=True, high_open=True)
@@ -156,6 +165,10 @@ class EchoDecision:
             Cause.INPUT_SLOWER: f"the input fell behind: R rose to {self.ratio:.3g}",
             Cause.SLOWER_THAN_MAX: f"the input cannot keep up even at max_factor (R = {self.ratio:.3g})",
             Cause.STEP_SLOWER: f"two raises in a row brought no faster steps: the step's own rate is {self.own_rate:.3g}",
+            Cause.CLIMB: f"steps still wait for input at the factor held: trying e={self.factor:g}, in case the "
+                         f"raise trains faster",
+            Cause.RAISE_PAID: f"the raise trained faster (progress per second): keeping e={self.factor:g}",
+            Cause.RAISE_UNPAID: f"the raise trained no faster (progress per second): back to e={self.factor:g}",
             Cause.CHECK: "checking a lower factor, to see whether R fell",
             Cause.HELD_BACK: "another trainer's input held the steps back (this loop did not wait for its own): "
                              "keeping the factor",
@@ -233,7 +246,7 @@ class EchoController:
                              "when it echoes batches); got None")
         self.settings = settings
         self._policy = Policy(settings.max_factor, settings.headroom, settings.check_divisor,
-                              settings.check_every_steps, settings.initial_factor)
+                              settings.check_every_steps, settings.initial_factor, settings.copy_cost)
         self._clock = StepClock(settings.elements_per_step)
         self._measurement: Optional[Measurement] = None
         self.decisions: list[EchoDecision] = []

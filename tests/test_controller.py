@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+import echoing
 from echoing import Cause, ControllerSettings, EchoController, Phase
 from echoing.control.estimate import MAX_STEPS, MIN_KEEPS_UP_STEPS, SETTLE_STEPS, Measurement, Reading
 from echoing.control.policy import Policy
@@ -251,6 +252,51 @@ def test_two_raises_in_a_row_without_faster_steps_lower_the_steps_own_rate_and_o
     assert third[2] == Cause.STEP_SLOWER and third[1] == second[1] and policy.own_rate == 25.0
 
 
+def holding_at(factor, copy_cost=0.13):
+    """A policy holding ``factor`` with the step's own rate 20/s and no checks."""
+    policy = Policy(max_factor=8.0, headroom=1.05, check_divisor=1.25, check_every_steps=None, copy_cost=copy_cost)
+    policy.own_rate, policy.phase, policy.factor, policy.held_since, policy.ratio = 20.0, Phase.HOLD, factor, 0, factor
+    return policy
+
+
+def keeps_up(factor, step_rate):  # The count says the input keeps up on average; the steps say they waited.
+    return Reading(factor=factor, steps=128, step_rate=step_rate, production_rate=20.0, error=0.02, own_rate=20.0,
+                   input_bound=False, ratio=math.nan, complete=True)
+
+
+def test_steps_that_wait_at_the_factor_held_try_a_raise_and_keep_it_where_it_trains_faster():
+    policy = holding_at(4.0)
+    assert policy.next(300, keeps_up(4.0, 14.0)) == (Phase.CLIMB, 5.0, Cause.CLIMB)
+    # 16 steps/s at 5 beats 14 at 4 in progress (16 / 1.52 > 14 / 1.39), and a raise to 6.25 could pay still
+    # (16 x 1.6825 / 1.52 = 17.7 steps/s would pay for it, below 95% of 20): climb on.
+    assert policy.next(450, keeps_up(5.0, 16.0)) == (Phase.CLIMB, 6.25, Cause.CLIMB)
+    # 16.5 at 6.25 is worth 16.5 / 1.6825 = 9.81 < 16 / 1.52 = 10.53: back to 5, and no raise from 5 again.
+    assert policy.next(600, keeps_up(6.25, 16.5)) == (Phase.HOLD, 5.0, Cause.RAISE_UNPAID)
+    assert policy.next(750, keeps_up(5.0, 16.0)) == (Phase.HOLD, 5.0, Cause.KEEPS_UP)
+
+
+def test_a_raise_that_trains_faster_and_can_go_no_further_is_held():
+    policy = holding_at(4.0)
+    policy.next(300, keeps_up(4.0, 14.0))
+    assert policy.next(450, keeps_up(5.0, 18.0)) == (Phase.HOLD, 5.0, Cause.RAISE_PAID)
+
+
+def test_a_raise_is_tried_only_where_it_could_pay_at_the_copy_cost():
+    # A raise from 4 to 5 costs 1.52 / 1.39 = 1.09x the progress a step at c = 0.13, 3 / 2.5 = 1.2x at c = 0.5;
+    # it can bring at most the step's own rate, 20/s, taken at 95% (the tolerance).
+    assert holding_at(4.0).next(300, keeps_up(4.0, 17.0)) == (Phase.CLIMB, 5.0, Cause.CLIMB)  # 17 x 1.09 < 19
+    assert holding_at(4.0, copy_cost=0.5).next(300, keeps_up(4.0, 17.0))[2] == Cause.KEEPS_UP  # 17 x 1.2 > 19
+    assert holding_at(4.0, copy_cost=0.0).next(300, keeps_up(4.0, 18.0))[2] == Cause.CLIMB
+    assert holding_at(8.0, copy_cost=0.0).next(300, keeps_up(8.0, 10.0)) == (Phase.HOLD, 8.0, Cause.KEEPS_UP)
+
+
+@pytest.mark.parametrize("value, error", [(-0.1, ValueError), (1.5, ValueError), (math.nan, ValueError),
+                                          ("0.1", TypeError), (True, TypeError)])
+def test_a_copy_cost_outside_0_to_1_is_refused_by_name(value, error):
+    with pytest.raises(error, match=r"copy_cost: expected a finite number in \[0, 1\], got"):
+        EchoController(max_factor=8.0, elements_per_step=1, copy_cost=value)
+
+
 # The policy and the whole law on simulated loops (golden decisions).
 
 def law(scenario, **settings):
@@ -477,3 +523,28 @@ def test_one_simulated_trainer_runs_as_simulate_runs_it():
     (in_step,) = simulate_in_step([scenario], controllers=[EchoController(max_factor=8.0,
                                                                           elements_per_step=ELEMENTS_PER_STEP)])
     assert in_step.step_ends == alone.step_ends and in_step.factors == alone.factors
+
+
+# fit_copy_cost: the law's copy_cost from a sample run.
+
+def test_fit_copy_cost_recovers_c_from_steps_that_follow_the_model():
+    steps = {factor: 1000 * (1 + 0.13 * (factor - 1)) for factor in (1.0, 2.0, 4.0, 8.0)}
+    assert echoing.fit_copy_cost(steps) == pytest.approx(0.13)
+    assert echoing.fit_copy_cost({1: 1000, 2: 990}) == 0.0  # Noise below the fresh run's steps: free copies.
+    assert echoing.EchoController(max_factor=8.0, elements_per_step=1,
+                                  copy_cost=echoing.fit_copy_cost(steps)).settings.copy_cost == pytest.approx(0.13)
+
+
+@pytest.mark.parametrize("steps, error, message", [
+    ({2.0: 1200}, ValueError, r"steps_to_target: expected the steps at factor 1 and at least one factor above it"),
+    ({1.0: 1000}, ValueError, r"steps_to_target: expected the steps at factor 1 and at least one"),
+    ({1.0: 1000, 0.5: 900}, ValueError, r"steps_to_target: expected factors >= 1 and steps > 0, got the entry 0.5: 900"),
+    ({1.0: 1000, 2.0: 0}, ValueError, r"got the entry 2.0: 0"),
+    ({1.0: 1000, 2.0: math.nan}, TypeError, r"steps_to_target: expected finite numbers, got steps nan"),
+    ({1.0: 1000, 2.0: "1200"}, TypeError, r"got steps '1200'"),
+    ({1.0: 1000, 2.0: 2500}, ValueError, r"the fit gives c = 1.5 > 1"),
+    ([(1.0, 1000)], TypeError, r"steps_to_target: expected a mapping of echo factor to steps, got list"),
+])
+def test_fit_copy_cost_refuses_bad_input_by_name(steps, error, message):
+    with pytest.raises(error, match=message):
+        echoing.fit_copy_cost(steps)

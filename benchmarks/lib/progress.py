@@ -17,6 +17,7 @@ import collections
 import statistics
 from typing import Optional
 
+import echoing
 from echoing import simulation
 
 # Progress per step at factor e, as a share of a fresh step's: 1 / (1 + PROGRESS_SLOPE (e - 1))
@@ -49,9 +50,7 @@ def progress_slope(runs: list, task: str, placement: str, echo_shuffle: int) -> 
     if 1.0 not in steps or len(steps) < 2:
         raise ValueError(f"task: {task!r} has no sample runs at e=1 and at another factor with placement={placement!r} "
                          f"and echo_shuffle={echo_shuffle!r} to fit the progress model on")
-    fresh = statistics.median(steps[1.0])
-    pairs = [(factor - 1, statistics.median(counts) / fresh - 1) for factor, counts in steps.items() if factor != 1.0]
-    return sum(x * y for x, y in pairs) / sum(x * x for x, _ in pairs)
+    return echoing.fit_copy_cost({factor: statistics.median(counts) for factor, counts in steps.items()})
 
 
 def steps_to_progress(factors, progress_steps: float = PROGRESS_STEPS, slope: float = PROGRESS_SLOPE) -> Optional[int]:

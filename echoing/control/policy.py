@@ -1,35 +1,46 @@
-"""What echo factor to run next, from the readings at the factors run so far: open, search, hold, check.
+"""What echo factor to run next, from the readings at the factors run so far: open, search, hold, climb, check.
 
-The policy knows two rates: the step's own rate ``s`` (steps per second where the input
-keeps up) and, through each reading where it cannot, ``R = e * s / production``. It
-moves through four phases (:class:`Phase`):
+The objective is the training progress per second, ``T(e) / (1 + c (e - 1))``: ``T(e)``
+is the step rate read at factor ``e``, ``c`` the cost of a copy (``copy_cost``; a step on
+data echoed ``e`` times makes ``1 / (1 + c (e - 1))`` of a fresh step's progress). The
+policy knows two rates: the step's own rate ``s`` (the fastest steps read so far, where
+the input keeps up) and, through each reading where it cannot, ``R = e * s / production``.
+Where the input arrives batch by batch the objective peaks at ``R``: below it steps wait,
+above it copies cost progress and buy no step rate. The policy moves through five phases
+(:class:`Phase`):
 
 * ``OPEN``: ``max_factor``, where the input is outrun if anywhere: its step rate is ``s``.
 * ``SEARCH``: ``max_factor / 2``, halved while the input keeps up (R is below it), until
   a reading says it cannot (then R is known) or the factor is 1 (training is not
   input-bound).
-* ``HOLD``: ``headroom * R`` (within ``[1, max_factor]``). Every reading there either
-  finds the input keeping up (``s`` is refined) or not (R rose: the factor rises to the
-  new ``headroom * R`` at once).
+* ``HOLD``: the knee, ``headroom * R`` (within ``[1, max_factor]``). A reading there that
+  finds the input behind with R risen raises the factor to the new knee at once.
+* ``CLIMB``: where steps still wait at the factor held (lumpy input, small buffers: the
+  step rate read is below ``s``), a raise by :data:`CLIMB_STEP` is tried if it could pay
+  (``s`` over the rate read beats the raise's cost in progress). If its reading trains
+  faster by the objective it is kept and the climb goes on; if not, the factor goes back
+  and no raise is tried from there again until the factor moves.
 * ``CHECK``: after ``check_every_steps`` of holding, the factor is divided by
-  ``check_divisor``, below R: a reading there gives R afresh, and the factor returns to
-  ``headroom * R``; if the input keeps up even there, R fell, and the search goes on
-  down from there. A check that puts the factor back where it was confirms it, and the
-  next waits twice as long (up to :data:`MAX_CHECK_BACKOFF` times). There is no check
-  while the input is behind at ``max_factor`` (a lower factor can only be slower there):
-  once a reading finds it behind there, or R at or above ``max_factor`` anywhere, checks
-  run again only after readings at ``max_factor`` have found it keeping up for
-  :data:`AT_MAX_KEEPS_UP_STEPS` steps in a row; on lumpy input a shorter stretch can be
-  the flood after a lump (the buffers and the upstream's prefetch full).
+  ``check_divisor``, below R: a reading there gives R afresh. If R stayed put (the knee
+  within :data:`CONFIRM_BAND`), the factor goes back to the one held, climbed or not,
+  and the next check waits twice as long (up to :data:`MAX_CHECK_BACKOFF` times); if R
+  moved, the factor goes to the new knee; if the input keeps up even there, R fell,
+  and the search goes on down from there. There is no check while the input is behind
+  at ``max_factor`` (a lower factor can only be slower there): once a reading finds it
+  behind there, or R at or above ``max_factor`` anywhere, checks run again only after
+  readings at ``max_factor`` have found it keeping up for :data:`AT_MAX_KEEPS_UP_STEPS`
+  steps in a row; on lumpy input a shorter stretch can be the flood after a lump (the
+  buffers and the upstream's prefetch full).
 
 A reading **held back** (a trainer in step whose loop did not wait for its own input
 while another's held the steps back) keeps the factor and holds it; in ``HOLD`` it
 counts as keeping up.
 
 A reading at a factor whose step rate beats ``s`` by more than the tolerance raises
-``s`` to it (the opening read a slower step: a cold start, an input slower than
-``max_factor`` steps); two raises in a row that brought no faster steps lower ``s`` to
-the rate measured (it was read too high, or the step got slower).
+``s`` to it (the opening read a slower step: a cold start, a contended machine, an input
+slower than ``max_factor`` steps); two raises to a new knee in a row that brought no
+faster steps lower ``s`` to the rate measured (it was read too high, or the step got
+slower).
 
 >>> policy = Policy(max_factor=8.0, headroom=1.05, check_divisor=1.25, check_every_steps=200)
 >>> policy.factor, policy.phase.value
@@ -63,6 +74,9 @@ AT_MAX_KEEPS_UP_STEPS = 640
 # a raise, brings the checks back to every check_every_steps.
 CONFIRM_BAND = 0.1
 MAX_CHECK_BACKOFF = 8
+# A climb above the knee raises the factor by this much at a time (1.5 did no better on the
+# design seeds, docs/decisions/0012-the-objective-and-copy-cost.md).
+CLIMB_STEP = 1.25
 
 
 class Phase(str, enum.Enum):
@@ -71,6 +85,7 @@ class Phase(str, enum.Enum):
     OPEN = "open"
     SEARCH = "search"
     HOLD = "hold"
+    CLIMB = "climb"
     CHECK = "check"
 
     def __str__(self) -> str:
@@ -88,12 +103,24 @@ class Cause(str, enum.Enum):
     INPUT_SLOWER = "input_slower"  # in HOLD the input fell behind: R rose, factor raised
     SLOWER_THAN_MAX = "slower_than_max"  # the input cannot keep up even at max_factor
     STEP_SLOWER = "step_slower"  # two raises in a row brought no faster steps: the step's own rate is lower
+    CLIMB = "climb"  # steps still wait for input at the factor held: a raise above it is tried
+    RAISE_PAID = "raise_paid"  # a raise above the knee trained faster: kept
+    RAISE_UNPAID = "raise_unpaid"  # a raise above the knee trained no faster: back to the factor below
     CHECK = "check"  # a periodic check below the held factor
     HELD_BACK = "held_back"  # another trainer's input held the steps back: the factor is kept
     LEFT_OUT = "left_out"  # an interval was not measured (a pause, a clock that went back, ...)
 
     def __str__(self) -> str:
         return self.value
+
+
+def progress_per_second(step_rate: float, factor: float, copy_cost: float) -> float:
+    """The objective: steps per second times a step's progress at ``factor``, ``1 / (1 + c (e - 1))``.
+
+    >>> round(progress_per_second(10.0, 4.0, 0.1), 3)
+    7.692
+    """
+    return step_rate / (1 + copy_cost * (factor - 1))
 
 
 class Policy:
@@ -108,8 +135,9 @@ class Policy:
     """
 
     def __init__(self, max_factor: float, headroom: float, check_divisor: float,
-                 check_every_steps: Optional[int], initial_factor: float = 1.0) -> None:
+                 check_every_steps: Optional[int], initial_factor: float = 1.0, copy_cost: float = 0.13) -> None:
         self.max_factor = float(max_factor)
+        self.copy_cost = copy_cost
         self.headroom = headroom
         self.check_divisor = check_divisor
         self.check_every_steps = check_every_steps
@@ -126,6 +154,8 @@ class Policy:
         self._checked_from = None
         self.behind_at_max = False  # the input was behind at max_factor, and no long reading there says otherwise since
         self._keeps_up_at_max_since: Optional[int] = None  # the first step of the readings at max_factor that keep up
+        self._below: Optional[tuple[float, float]] = None  # (factor, objective) a raise left
+        self._climb_ended: Optional[float] = None  # the factor a raise that did not pay went back to
 
     def clip(self, factor: float) -> float:
         return min(self.max_factor, max(1.0, round(factor, 3)))
@@ -156,14 +186,33 @@ class Policy:
             self.own_rate = reading.step_rate
             self.ratio = reading.factor
             return self._go(step, Phase.HOLD, reading.factor, Cause.STEP_SLOWER)
+        if self.phase == Phase.CLIMB:
+            if reading.input_bound:
+                self.ratio = min(reading.ratio, 10 * self.max_factor)
+            below, below_value = self._below
+            value = self.objective(reading)
+            # Any gain keeps the raise: a margin of one combined error, or a step of 1.5, moved the
+            # design seeds' p95 by under 0.01 (docs/decisions/0012-the-objective-and-copy-cost.md).
+            if reading.held_back or value <= below_value:
+                self._climb_ended = below
+                return self._go(step, Phase.HOLD, below, Cause.RAISE_UNPAID)
+            return self._climb(step, reading) or self._go(step, Phase.HOLD, reading.factor, Cause.RAISE_PAID)
         if reading.input_bound:
             self.ratio = min(reading.ratio, 10 * self.max_factor)
             target = self.clip(self.headroom * self.ratio)
             if self.phase == Phase.CHECK and self._checked_from is not None:
-                confirmed = abs(target / self._checked_from - 1) <= CONFIRM_BAND
+                knee, held = self._checked_from
+                confirmed = abs(target / knee - 1) <= CONFIRM_BAND
                 self._backoff = min(2 * self._backoff, MAX_CHECK_BACKOFF) if confirmed else 1
+                if confirmed and held > target:
+                    # R stayed put: back to the factor held, climbed above the knee or not.
+                    return self._go(step, Phase.HOLD, held, Cause.MEASURED)
             if self.phase == Phase.HOLD:
                 if target <= reading.factor:
+                    if reading.factor != self._climb_ended:
+                        climbed = self._climb(step, reading)
+                        if climbed:
+                            return climbed
                     cause = Cause.SLOWER_THAN_MAX if reading.factor >= self.max_factor else Cause.MEASURED
                     return self._go(step, Phase.HOLD, reading.factor, cause, restart_hold=False)
                 self._last_raise = (reading.step_rate, reading.factor)
@@ -177,11 +226,17 @@ class Policy:
             # Not this trainer's input (it did not wait for it): keep the factor, and hold.
             return self._go(step, Phase.HOLD, reading.factor, Cause.HELD_BACK)
         # The input kept up at this factor: R is at most it.
+        if self.phase == Phase.HOLD and reading.factor != self._climb_ended:
+            # It may keep up on average and still make steps wait, for lumps: a raise may pay.
+            climbed = self._climb(step, reading)
+            if climbed:
+                return climbed
         if self.phase == Phase.HOLD:
             if (self.check_every_steps is not None and reading.factor > 1
                     and not (reading.factor >= self.max_factor and self.behind_at_max)
                     and step - self.held_since >= self.check_every_steps * self._backoff):
-                self._checked_from = reading.factor
+                self._checked_from = (self.clip(self.headroom * self.ratio) if math.isfinite(self.ratio)
+                                      else reading.factor, reading.factor)
                 return self._go(step, Phase.CHECK, self.clip(reading.factor / self.check_divisor), Cause.CHECK)
             return self._go(step, Phase.HOLD, reading.factor, Cause.KEEPS_UP, restart_hold=False)
         self._backoff = 1
@@ -190,6 +245,24 @@ class Policy:
             return self._go(step, Phase.HOLD, 1.0, Cause.NOT_INPUT_BOUND)
         self.ratio = min(self.ratio, reading.factor) if math.isfinite(self.ratio) else reading.factor
         return self._go(step, Phase.SEARCH, self.clip(reading.factor / 2), Cause.KEEPS_UP)
+
+    def objective(self, reading: Reading) -> float:
+        """Training progress per second at the reading's factor: its step rate times a step's progress there."""
+        return progress_per_second(reading.step_rate, reading.factor, self.copy_cost)
+
+    def _climb(self, step: int, reading: Reading):
+        """A raise above the factor read, where steps waited there and a raise could pay; else ``None``."""
+        if reading.held_back:
+            return None
+        factor, target = reading.factor, self.clip(reading.factor * CLIMB_STEP)
+        # The most a raise can bring is the step's own rate; it costs this much progress a step.
+        cost = (1 + self.copy_cost * (target - 1)) / (1 + self.copy_cost * (factor - 1))
+        if target <= factor or not self.own_rate * (1 - _tol(reading)) > reading.step_rate * cost:
+            return None
+        # Not a raise the futile-raise rule judges: a raise above the knee that brings no faster
+        # steps says the raise did not pay, not that the step's own rate was read too high.
+        self._below = (factor, self.objective(reading))
+        return self._go(step, Phase.CLIMB, target, Cause.CLIMB)
 
     def _go(self, step: int, phase: Phase, factor: float, cause: Cause, restart_hold: bool = True):
         if phase == Phase.HOLD and (restart_hold or self.held_since is None or self.phase != Phase.HOLD):
