@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -87,11 +87,17 @@ class EchoGroups:
       shuffle_buffer_size: 0 for adjacent copies, else the least copies in a window.
       key: the ints that seed the draws and the windows' order (the seed, and what else
         makes a stream of its own, such as an epoch).
+      arrange: ``None``, or a function of a group's outputs and a generator that returns
+        the outputs to emit instead (the torch stage re-mixes rows of batches with it).
+        Its generator is seeded by the key and the group's number, so a restored group is
+        arranged the same.
     """
 
     def __init__(self, pull: Callable[[], Any], parent_state: Callable[[], Any], factor: Callable[[], float],
-                 shuffle_buffer_size: int, key: tuple[int, ...]) -> None:
+                 shuffle_buffer_size: int, key: tuple[int, ...],
+                 arrange: Optional[Callable[[list, np.random.Generator], list]] = None) -> None:
         self._pull = pull
+        self._arrange = arrange
         self._parent_state = parent_state
         self._factor = factor
         self._buffer = shuffle_buffer_size
@@ -153,7 +159,7 @@ class EchoGroups:
         if not self._buffer:
             element = self._pull()  # Raises StopIteration at the end: an empty group.
             copies = whole + 1 if part and self._uniform(index) < part else whole
-            self._outputs = [element] * copies
+            self._outputs = self._arranged([element] * copies)
             self.fresh = index + 1
             return
         outputs = []
@@ -167,8 +173,13 @@ class EchoGroups:
             outputs.extend([element] * (whole + 1 if part and self._uniform(index) < part else whole))
             index += 1
         order = np.random.default_rng([*self._key, 1, self._window]).permutation(len(outputs))
-        self._outputs = [outputs[k] for k in order]
+        self._outputs = self._arranged([outputs[k] for k in order])
         self.fresh = index
+
+    def _arranged(self, outputs: list) -> list:
+        if self._arrange is None:
+            return outputs
+        return self._arrange(outputs, np.random.default_rng([*self._key, 2, self._window]))
 
     def state(self) -> dict:
         """Where the group began, its factor and the outputs that went out (one shape at every step)."""

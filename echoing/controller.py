@@ -6,12 +6,16 @@ fresh batches and ``s`` the step's own rate, so the best factor is ``R = s / u``
 controller opens at ``max_factor``, where the input is outrun, and reads ``s`` off the
 step rate. It then halves the factor until the input cannot keep up; there the echo
 stage's production (``e`` times the fresh batches it pulls per second, from
-:class:`echoing.EchoStats`) gives ``R = e * s / production``, and it holds
+:class:`echoing.EchoStats`) gives ``R = e * s / production``, and it holds the knee,
 ``headroom * R``. Holding, every reading that finds the input behind raises the factor
-to the new ``headroom * R`` at once, and every ``check_every_steps`` a check divides
-the factor by ``check_divisor`` to read R afresh (a faster input shows no other way); a
-check that confirms the factor makes the next one wait twice as long, and there is none
-while the input is behind at ``max_factor``. Every reading sums whole windows over a horizon
+to the new ``headroom * R`` at once. Where steps still wait at the factor held (lumpy
+input: the step rate below ``s``), it climbs: a raise of 1.25x is tried where it could
+pay and kept where it trains faster by the objective, the training progress per second
+``T(e) / (1 + copy_cost (e - 1))`` (:func:`echoing.fit_copy_cost`). Every
+``check_every_steps`` a check divides the factor by ``check_divisor`` to read R afresh
+(a faster input shows no other way); a check that confirms R returns to the factor held
+and makes the next one wait twice as long, and there is none while the input is behind
+at ``max_factor``. Every reading sums whole windows over a horizon
 that grows until it can tell, at two standard errors, whether the input keeps up (lumpy
 input is read for longer, up to 320 steps, and no one interval may hold half a reading's
 time); two raises in a row that bring no faster steps lower ``s``. A reading never uses

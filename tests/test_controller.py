@@ -507,9 +507,9 @@ def test_two_simulated_trainers_in_step_each_hold_near_their_own_r(seed):
 
 
 def test_the_simulated_faster_trainer_is_told_held_back_only_given_its_wait():
-    # Pair seed 2155 (benchmarks/controller_sweep.draw_pair): R of 1.04 and 4.7; with
+    # Pair seed 2155 (benchmarks/lib/in_step.draw_pair): R of 1.04 and 4.7; with
     # its count alone, the faster trainer held 3.6 x its R.
-    from benchmarks.controller_sweep import Signals, draw_pair, judge_pair
+    from benchmarks.lib.in_step import Signals, draw_pair, judge_pair
     pair = draw_pair(2155)
     alone, given = judge_pair(pair, Signals.COUNT), judge_pair(pair, Signals.COUNT_AND_WAIT)
     assert alone.factor_over_ratio[0] > 2.5

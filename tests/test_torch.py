@@ -70,6 +70,7 @@ SETTINGS = {
     "integer": dict(factor=2),
     "fraction, shuffle": dict(factor=2.5, shuffle_buffer_size=5, seed=7),
     "live": dict(factor="live", seed=3),
+    "rows mixed": dict(factor=2.5, shuffle_buffer_size=4, seed=5, mix_rows=True),
 }
 
 
@@ -162,6 +163,73 @@ def test_copies_are_the_same_object_and_a_batch_changed_in_place_is_refused_nami
     batch["x"].add_(1)  # The loop changes the batch it was given.
     with pytest.raises(RuntimeError, match=r"batch: the tensor at \['x'\] was changed in place"):
         next(iterator)
+
+
+def test_a_per_copy_transform_augments_each_copy_on_its_own_and_leaves_the_batch_alone():
+    # Echo before augmentation: each copy of a decoded batch gets its own random flip of its rows.
+    batches = [{"ids": torch.arange(8) + 8 * i, "x": torch.arange(8.0) + 8 * i} for i in range(5)]
+    generator = torch.Generator().manual_seed(0)
+
+    def flip_some(batch):
+        flip = torch.rand(8, generator=generator) < 0.5
+        return {"ids": batch["ids"], "x": torch.where(flip, -batch["x"], batch["x"])}
+
+    stats = echo_torch.EchoStats()
+    copies = list(echo_torch.echo(batches, 3, seed=0, stats=stats, transform=flip_some))
+    assert (stats.fresh, stats.emitted, len(copies)) == (5, 15, 15)
+    assert [int(c["ids"][0]) for c in copies] == [8 * i for i in range(5) for _ in range(3)]
+    for i in range(5):
+        group = [c["x"] for c in copies[3 * i:3 * i + 3]]
+        assert all(torch.equal(g.abs(), batches[i]["x"].abs()) for g in group)  # The same rows, flipped or not.
+        assert not torch.equal(group[0], group[1]) or not torch.equal(group[1], group[2])  # Each copy its own flips.
+        assert torch.equal(batches[i]["x"], torch.arange(8.0) + 8 * i)  # The loader's batch is untouched.
+
+
+def test_a_transform_that_changes_the_batch_in_place_is_refused_and_a_bad_one_named():
+    def in_place(batch):
+        return batch.mul_(2)
+
+    iterator = iter(echo_torch.echo([torch.ones(3)], 2, transform=in_place))
+    next(iterator)
+    with pytest.raises(RuntimeError, match=r"batch: the tensor at the batch was changed in place .*\(or the transform\)"):
+        next(iterator)
+    with pytest.raises(TypeError, match=r"transform: expected a function of one batch, or None, got str: 'flip'"):
+        echo_torch.echo([torch.ones(3)], 2, transform="flip")
+
+
+def test_mixed_rows_echo_each_example_as_batch_echo_would_across_batches_of_the_same_sizes():
+    import collections
+
+    def rows(mix_rows):
+        stats = echo_torch.EchoStats()
+        out = list(echo_torch.echo(PositionLoader(10), 2.5, shuffle_buffer_size=4, seed=5, stats=stats,
+                                   mix_rows=mix_rows))
+        return out, (stats.fresh, stats.emitted)
+
+    mixed, mixed_counts = rows(True)
+    whole, whole_counts = rows(False)
+    assert mixed_counts == whole_counts and len(mixed) == len(whole)
+    ids_of = lambda batches: collections.Counter(i for b in batches for i in b["ids"].tolist())  # noqa: E731
+    assert ids_of(mixed) == ids_of(whole)  # Every example as often as batch echo sends it.
+    assert all(len(b["ids"]) == 4 and b["x"].shape == (4, 2) for b in mixed)
+    # A row keeps its own features (x is its batch's index) and a batch mixes rows of several fresh batches.
+    assert all(torch.equal(b["x"][:, 0], (b["ids"] // 4).float()) for b in mixed)
+    assert sum(len(set((b["ids"] // 4).tolist())) > 1 for b in mixed) > len(mixed) / 2
+
+
+@pytest.mark.parametrize("batch, error, message", [
+    ({"ids": torch.arange(4), "x": torch.zeros(3)}, ValueError,
+     r"batch: mix_rows needs every tensor of a batch to have the same rows; the tensor at \['ids'\] has 4 and the "
+     r"one at \['x'\] has 3"),
+    ({"ids": torch.arange(4), "name": "a"}, TypeError, r"batch: mix_rows needs a structure of tensors; at \['name'\] "
+                                                        r"it found str: 'a'"),
+    (torch.tensor(3), TypeError, r"the tensor at the batch is a scalar"),
+])
+def test_mixed_rows_refuse_a_batch_without_rows_naming_the_path(batch, error, message):
+    with pytest.raises(error, match=message):
+        list(echo_torch.echo([batch, batch], 2, shuffle_buffer_size=2, seed=0, mix_rows=True))
+    with pytest.raises(TypeError, match=r"mix_rows: expected True or False, got int: 1"):
+        echo_torch.echo([batch], 2, mix_rows=1)
 
 
 def test_a_fixed_integer_factor_gives_the_length():

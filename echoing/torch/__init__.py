@@ -29,6 +29,11 @@ steps. :func:`echo` wraps any iterable of batches (a ``DataLoader``, torchdata's
 Each ``for`` over the echoed loader is an epoch, as over a ``DataLoader``; the counts in
 :class:`EchoStats` run on across epochs.
 
+:func:`measure_ratio` times a loader and a step function apart and returns R, for
+:func:`echoing.recommend`. :class:`EchoedDataset` echoes inside ``DataLoader`` workers,
+for augmentation that must stay there (a factor fixed within an epoch, no counts on the
+trainer: see :mod:`echoing.torch.workers`).
+
 >>> import torch
 >>> from echoing import torch as echo_torch
 >>> batches = [torch.full((2,), i) for i in range(3)]
@@ -44,7 +49,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Mapping
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 try:
     import torch
@@ -56,8 +61,9 @@ import numpy as np
 from echoing._checks import check_int
 from echoing._echo_groups import EchoGroups, LiveFactor, factor_value
 from echoing.echo import _check_seed
+from echoing.torch.rows import mix_rows as _mix_rows
 
-__all__ = ["EchoStats", "EchoedLoader", "Factor", "echo"]
+__all__ = ["EchoStats", "EchoedDataset", "EchoedLoader", "Factor", "echo", "measure_ratio"]
 
 # The version of the state's layout: a state of another layout is refused, not guessed at.
 _STATE_VERSION = 1
@@ -115,7 +121,8 @@ class EchoStats:
 
 
 def echo(loader: Iterable, factor: Union[float, Factor], *, shuffle_buffer_size: int = 0, seed: Optional[int] = None,
-         stats: Optional[EchoStats] = None) -> "EchoedLoader":
+         stats: Optional[EchoStats] = None, transform: Optional[Callable[[Any], Any]] = None,
+         mix_rows: bool = False) -> "EchoedLoader":
     """Emits each batch of ``loader`` about ``factor`` times (see the module docstring).
 
     Args:
@@ -129,6 +136,23 @@ def echo(loader: Iterable, factor: Union[float, Factor], *, shuffle_buffer_size:
         ``torch.distributed`` it is required, and must be the same on every rank.
         ``None`` draws one per loader (kept in its state, so a restore is still exact).
       stats: an :class:`EchoStats` to count into.
+      transform: a function run on every copy as it goes out, on the trainer: each copy
+        of a batch is then transformed on its own. Echo before augmentation this way:
+        the loader's workers read and decode, and a random crop and flip of the batch
+        (on the device, where there is one) makes each copy different. The copy handed
+        to the loop is the transform's output; the batch the loader made is never
+        changed (the stage raises if the transform changes it in place). The transform's
+        randomness is its own: seed a generator in it where a restore must repeat the
+        same crops.
+
+      mix_rows: ``True`` echoes examples, not batches: the rows of each group of copies
+        (a window of at least ``shuffle_buffer_size`` copies of whole batches) are
+        permuted together and cut back into batches of the same sizes
+        (:func:`echoing.torch.rows.mix_rows`), so a batch mixes rows of several fresh
+        batches and an example's copies land in different batches. Echo after
+        augmentation this way. Every leaf of a batch must be a tensor whose first
+        dimension is the rows; the batches handed out are new tensors. The counts stay
+        in batches.
 
     Returns:
       An :class:`EchoedLoader`.
@@ -150,11 +174,17 @@ def echo(loader: Iterable, factor: Union[float, Factor], *, shuffle_buffer_size:
     _check_seed(seed)
     if stats is not None and not isinstance(stats, EchoStats):
         raise TypeError(f"stats: expected an echoing.torch.EchoStats or None, got {type(stats).__name__}: {stats!r:.200}")
+    if not isinstance(mix_rows, bool):
+        raise TypeError(f"mix_rows: expected True or False, got {type(mix_rows).__name__}: {mix_rows!r:.200}")
+    if transform is not None and not callable(transform):
+        raise TypeError(f"transform: expected a function of one batch, or None, got {type(transform).__name__}: "
+                        f"{transform!r:.200}")
     if seed is None and torch.distributed.is_available() and torch.distributed.is_initialized():
         raise ValueError("seed: None under torch.distributed, where each rank would draw its own copies and run "
                          "a different number of steps; give every rank the same int seed")
     return EchoedLoader(loader, factor, shuffle_buffer_size=int(shuffle_buffer_size),
-                        seed=None if seed is None else int(seed), stats=stats)
+                        seed=None if seed is None else int(seed), stats=stats, transform=transform,
+                        mix_rows=mix_rows)
 
 
 def _has_state(loader) -> bool:
@@ -165,8 +195,11 @@ class EchoedLoader:
     """The echo stage over a loader; build it with :func:`echo`. Iterate it as the loader, once per epoch."""
 
     def __init__(self, loader: Iterable, factor: Union[float, Factor], *, shuffle_buffer_size: int,
-                 seed: Optional[int], stats: Optional[EchoStats]) -> None:
+                 seed: Optional[int], stats: Optional[EchoStats],
+                 transform: Optional[Callable[[Any], Any]] = None, mix_rows: bool = False) -> None:
         self._loader = loader
+        self._transform = transform
+        self._mix_rows = mix_rows
         self._factor = factor
         self._live = isinstance(factor, Factor)
         self._shuffle_buffer_size = shuffle_buffer_size
@@ -185,7 +218,7 @@ class EchoedLoader:
 
     def _settings(self) -> dict:
         return {"factor": "live" if self._live else float(self._factor),
-                "shuffle_buffer_size": self._shuffle_buffer_size}
+                "shuffle_buffer_size": self._shuffle_buffer_size, "mix_rows": self._mix_rows}
 
     def _count(self, name: str) -> int:
         if self._pending is not None:  # Loaded, not yet iterated: the counts it was saved with.
@@ -224,7 +257,7 @@ class EchoedLoader:
         return EchoGroups(pull=lambda: next(upstream),
                           parent_state=self._loader.state_dict if self._stateful else (lambda: None),
                           factor=lambda: _current_factor(factor, live), shuffle_buffer_size=self._shuffle_buffer_size,
-                          key=(self._seed, self._epoch))
+                          key=(self._seed, self._epoch), arrange=_mix_rows if self._mix_rows else None)
 
     def _resume(self, state: dict) -> Iterator[Any]:
         groups_state = state["groups"]
@@ -245,7 +278,7 @@ class EchoedLoader:
         return self._emit(upstream)
 
     def _emit(self, upstream) -> Iterator[Any]:
-        groups = self._groups
+        groups, transform = self._groups, self._transform
         versions: dict[int, list[tuple[str, int]]] = {}
         group = -1
         while True:
@@ -265,8 +298,9 @@ class EchoedLoader:
                 raise RuntimeError(
                     f"batch: the tensor at {changed or 'the batch'} was changed in place after its copy went out, "
                     "and its next copy is the same tensor: echoed copies are references, not copies. Change the "
-                    "loop to leave the batch as it is (x = x.float().div(255), not x.div_(255)), or clone it first.")
-            yield batch
+                    "loop (or the transform) to leave the batch as it is (x = x.float().div(255), not "
+                    "x.div_(255)), or clone it first.")
+            yield batch if transform is None else transform(batch)
 
     # Checkpoints: the Stateful protocol.
 
@@ -292,7 +326,7 @@ class EchoedLoader:
             raise ValueError(f"state: expected a state_dict() of echoing.torch.EchoedLoader (version "
                              f"{_STATE_VERSION}), got {state!r:.200}")
         for name, value in self._settings().items():
-            saved = state["settings"][name]
+            saved = state["settings"].get(name, False if name == "mix_rows" else None)  # mix_rows came later.
             if saved != value:
                 raise ValueError(f"{name}: the state was saved with {name}={saved!r}, this stage has {value!r}; "
                                  "restore it into a stage built with the same settings")
@@ -347,3 +381,7 @@ def _tensor_versions(batch, path: str = "") -> list[tuple[str, int]]:
     if isinstance(batch, (list, tuple)):
         return [v for index, value in enumerate(batch) for v in _tensor_versions(value, f"{path}[{index}]")]
     return []
+
+
+from echoing.torch.measure import measure_ratio  # noqa: E402  (it needs nothing of this module)
+from echoing.torch.workers import EchoedDataset  # noqa: E402  (echo in DataLoader workers)

@@ -1,0 +1,97 @@
+"""What one factor chosen without c can reach: the frontier a law that does not know c cannot pass.
+
+On every case of :mod:`benchmarks.lib.loops`, the grid factor best at each of
+:data:`CHOSEN_AT` (a factor chosen knowing every fixed factor's time at one slope c'),
+judged at both slopes (:class:`KnownFactor`), and "one known factor"
+(:func:`known_factor`): the grid factor whose larger ratio over the two slopes' best is
+smallest. On loops whose R stays put no law beats the best fixed factor by more than its
+start-up, so each row's slowest loops, and the loops where it is slower than no echo (at
+all, and by more than :data:`benchmarks.lib.loops.SLOWER_TOLERANCE`), bound what any law
+can promise. :mod:`benchmarks.controller_sweep` runs it beside the laws, into the same
+results file.
+
+>>> known_factor({0.05: {1.0: 10.0, 2.0: 5.5, 4.0: 5.0}, 0.19: {1.0: 10.0, 2.0: 7.0, 4.0: 8.0}})
+2.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+from benchmarks.lib import results_io
+from benchmarks.lib.loops import SLOPES, SLOWER_TOLERANCE, Case, Change, quantile, slower_counts
+
+
+# The slopes c' at which the frontier's factors are chosen (the two judged, 0.1 about their
+# geometric mean, 0.097, and two between it and 0.19).
+CHOSEN_AT = (0.05, 0.1, 0.13, 0.16, 0.19)
+
+
+def known_factor(times_at: dict) -> float:
+    """The grid factor whose larger time over the best fixed factor's, at the two :data:`SLOPES`, is smallest.
+
+    ``times_at[slope][factor]`` is each fixed factor's time to the progress. This is the
+    one factor that does best on a loop whatever c of the two applies: chosen knowing
+    every fixed factor's time, as no law measuring while it trains can.
+
+    >>> known_factor({0.05: {1.0: 10.0, 2.0: 5.5, 4.0: 5.0}, 0.19: {1.0: 10.0, 2.0: 7.0, 4.0: 8.0}})
+    2.0
+    """
+    best = {slope: min(times_at[slope].values()) for slope in SLOPES}
+    return min(times_at[SLOPES[0]], key=lambda f: max(times_at[slope][f] / best[slope] for slope in SLOPES))
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownFactor(results_io.Record):
+    """On one case, the grid factor best at slope ``chosen_at`` (c'), judged at ``slope`` (c)."""
+
+    seed: int
+    chosen_at: float
+    slope: float
+    factor: float
+    over_best: float
+    over_none: float
+
+
+@dataclasses.dataclass(frozen=True)
+class FrontierSummary(results_io.Record):
+    """The distribution of the factor chosen at ``chosen_at``, judged at ``slope``, over one set of cases."""
+
+    cases_of: str  # "all", or "R constant"
+    chosen_at: float
+    slope: float
+    cases: int
+    p50: float
+    p95: float
+    worst: float
+    slower_than_none: int
+    slower_beyond_tolerance: int
+
+
+def summarize_frontier(frontier: list[KnownFactor], cases: list[Case]) -> list[FrontierSummary]:
+    """Each chosen slope at each judged slope, over every case and over the cases whose R stays put."""
+    constant = {case.seed for case in cases if case.change == Change.NONE}
+    summaries = []
+    for cases_of, keep in (("all", lambda k: True), ("R constant", lambda k: k.seed in constant)):
+        for chosen_at in CHOSEN_AT:
+            for slope in SLOPES:
+                mine = [k for k in frontier if k.chosen_at == chosen_at and k.slope == slope and keep(k)]
+                if not mine:
+                    continue
+                over = [k.over_best for k in mine]
+                summaries.append(FrontierSummary(
+                    cases_of=cases_of, chosen_at=chosen_at, slope=slope, cases=len(mine),
+                    p50=statistics.median(over), p95=quantile(over, 0.95), worst=max(over),
+                    **slower_counts([k.over_none for k in mine])))
+    return summaries
+
+
+def frontier_table(summaries: list[FrontierSummary]) -> str:
+    lines = ["| loops | factor best at c' | judged at c | cases | p50 | p95 | worst | "
+             f"slower than no echo (by over {SLOWER_TOLERANCE:.0%}) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for s in summaries:
+        lines.append(f"| {s.cases_of} | {s.chosen_at:g} | {s.slope:g} | {s.cases} | {s.p50:.3f} | {s.p95:.3f} | "
+                     f"{s.worst:.3f} | {s.slower_than_none} ({s.slower_beyond_tolerance}) |")
+    return "\n".join(lines)

@@ -1,0 +1,150 @@
+"""The family of simulated training loops the controller is judged on, and what every study of it shares.
+
+Each case is a loop of :mod:`echoing.simulation` drawn at random (:func:`draw_case`):
+
+* R log-uniform in 0.5-16 (a third of the cases keep it, a third change it at once at a
+  step in 300-900, a third ramp it to another R over 300-1,000 steps), ``max_factor`` 4,
+  8 or 16;
+* an output buffer of 2-64 batches and an upstream prefetch of 1-32 (log-uniform);
+* half read batch by batch, half in lumps of 2-32 batches (fixed or log-normal);
+* step-time jitter 0-40% and read jitter 0-50%; steps of 10-300 ms;
+* in half the cases, an unannounced pause of 0.1-5 s every 50-1,000 steps;
+* ``steps_per_execution`` 1, 2, 4 or 8; cold or warm starts (buffers empty, or full of
+  batches made at the variable's first value, 1).
+
+Every run goes until the same training progress, a step at factor e making
+``1 / (1 + c (e - 1))`` of a fresh step's, judged at the two :data:`SLOPES`; the fixed
+factors of :func:`grid` are what every contender is held against (:func:`run_fixed`).
+
+>>> case = draw_case(0)
+>>> case == draw_case(0) and grid(case.max_factor)[0] == 1.0 and grid(case.max_factor)[-1] == case.max_factor
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import random
+
+from echoing.simulation import Run, Scenario, simulate
+from benchmarks.lib import results_io
+
+# Progress per step at factor e is 1 / (1 + c (e - 1)). Fitted to the committed sample
+# runs (benchmarks.lib.progress.progress_slope on benchmarks/results/time_to_target.json,
+# checked in tests/test_controller_sweep.py): 0.080 for the ResNet echoing before
+# augmentation with a shuffle of 1024, 0.212 for the Transformer with a shuffle of 256 (seeds 0-5).
+# The sweep judges every loop at 0.05 and 0.19, a little echo's cost and a lot's.
+SLOPES = (0.05, 0.19)
+# The training progress every run reaches, in fresh steps: long enough for a change of R
+# at step 900 and 1,000 steps after it at e = 1.
+PROGRESS = 1500.0
+# Fixed factors: 1 and then 1.1 times apart up to max_factor (which is in the grid too).
+GRID_RATIO = 1.1
+# A change of R is judged from this many steps after it (the issue's target).
+SETTLE_AFTER_CHANGE = 150
+FIRST_REPORTED_SEED = 0
+FIRST_TUNING_SEED = 1000
+# "Slower than no echo" is also counted beyond this share: on a loop with R below 1 no
+# echo is best, and a law that sees only step times and the fresh count must run a factor
+# above 1 for some steps to learn so, which costs a little progress at any c > 0.
+SLOWER_TOLERANCE = 0.02
+
+
+class Change(str, enum.Enum):
+    NONE = "none"
+    STEP = "step"
+    RAMP = "ramp"
+
+
+@dataclasses.dataclass(frozen=True)
+class Case(results_io.Record):
+    """One drawn loop: the scenario's settings, with R's schedule as plain numbers."""
+
+    seed: int
+    ratio: float
+    ratio_after: float
+    change: Change
+    change_step: int
+    change_steps: int
+    max_factor: float
+    step_seconds: float
+    step_jitter: float
+    upstream_jitter: float
+    buffer_batches: int
+    upstream_batches: int
+    lump_batches: int
+    lump_sigma: float
+    pause_seconds: float
+    pause_every_steps: int
+    steps_per_execution: int
+    warm: bool
+
+    def ratio_at(self, step: int) -> float:
+        if self.change == Change.NONE or step < self.change_step:
+            return self.ratio
+        if self.change == Change.STEP or step >= self.change_step + self.change_steps:
+            return self.ratio_after
+        share = (step - self.change_step) / self.change_steps
+        return self.ratio * (self.ratio_after / self.ratio) ** share  # geometric ramp
+
+    def scenario(self, steps: int) -> Scenario:
+        return Scenario(ratio=self.ratio_at, steps=steps, step_seconds=self.step_seconds,
+                        step_jitter=self.step_jitter, upstream_jitter=self.upstream_jitter,
+                        buffer_batches=self.buffer_batches, upstream_batches=self.upstream_batches,
+                        lump_batches=self.lump_batches, lump_sigma=self.lump_sigma,
+                        pause_seconds=self.pause_seconds, pause_every_steps=self.pause_every_steps,
+                        steps_per_execution=self.steps_per_execution, warm=self.warm, seed=self.seed)
+
+
+def draw_case(seed: int) -> Case:
+    """The loop of seed ``seed`` (see the module docstring for the family)."""
+    rng = random.Random(seed)
+
+    def log_uniform(low: float, high: float) -> float:
+        return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+    change = rng.choice(list(Change))
+    lumpy = rng.random() < 0.5
+    paused = rng.random() < 0.5
+    return Case(
+        seed=seed, ratio=round(log_uniform(0.5, 16), 3), ratio_after=round(log_uniform(0.5, 16), 3), change=change,
+        change_step=rng.randint(300, 900), change_steps=1 if change != Change.RAMP else rng.randint(300, 1000),
+        max_factor=float(rng.choice([4, 8, 16])), step_seconds=round(log_uniform(0.01, 0.3), 4),
+        step_jitter=round(rng.uniform(0, 0.4), 3), upstream_jitter=round(rng.uniform(0, 0.5), 3),
+        buffer_batches=round(log_uniform(2, 64)), upstream_batches=round(log_uniform(1, 32)),
+        lump_batches=round(log_uniform(2, 32)) if lumpy else 1,
+        lump_sigma=round(rng.uniform(0.5, 1.2), 2) if lumpy and rng.random() < 0.5 else 0.0,
+        pause_seconds=round(log_uniform(0.1, 5), 2) if paused else 0.0,
+        pause_every_steps=round(log_uniform(50, 1000)), steps_per_execution=rng.choice([1, 2, 4, 8]),
+        warm=rng.random() < 0.5)
+
+
+def grid(max_factor: float) -> list[float]:
+    factors, factor = [], 1.0
+    while factor < max_factor - 1e-9:
+        factors.append(round(factor, 4))
+        factor *= GRID_RATIO
+    return factors + [max_factor]
+
+
+def max_steps(case: Case, progress: float = PROGRESS) -> int:
+    return math.ceil(progress * (1 + max(SLOPES) * (case.max_factor - 1))) + 10
+
+
+def quantile(values: list, q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+
+def slower_counts(over_none: list[float]) -> dict:
+    """How many of the times over no echo's are slower at all, and by more than :data:`SLOWER_TOLERANCE`."""
+    return {"slower_than_none": sum(ratio > 1.0 + 1e-9 for ratio in over_none),
+            "slower_beyond_tolerance": sum(ratio > 1.0 + SLOWER_TOLERANCE for ratio in over_none)}
+
+
+
+def run_fixed(case: Case, factor: float, progress: float = PROGRESS) -> Run:
+    """The case at a fixed ``factor``, until ``progress``."""
+    return simulate(case.scenario(max_steps(case, progress)), factor=factor, progress=progress, slope=max(SLOPES))
