@@ -22,7 +22,7 @@ Every finished configuration is appended to the results file at once, and a reru
 the configurations already there, so a long run can be stopped and resumed (``--fresh``
 starts over). Results go to ``runs/`` unless given ``--output-dir`` (``--output-dir
 benchmarks/results`` regenerates the committed ones); ``python -m benchmarks.lib.plots``
-draws the figures, ``python -m benchmarks.lib.reporting`` prints the tables.
+draws the figures, ``python -m benchmarks.readme_tables`` writes the tables into the pages.
 
 Hyperparameters are fixed per task (:data:`benchmarks.lib.tasks.TASKS`), not tuned per
 configuration: a constant learning rate after a short warm-up, so that "steps to target"

@@ -6,7 +6,8 @@ configurations is only worth stating when it is larger than those ranges. Tables
 :class:`benchmarks.lib.run_records.TimeToTargetResults`; :func:`results_of` reads one
 from a results document.
 
-Run ``python -m benchmarks.lib.reporting RESULTS.json`` to print the tables.
+The tables of the results pages come from here through ``python -m benchmarks.readme_tables``,
+the one command that prints them.
 
 Example:
 
@@ -23,16 +24,14 @@ Spread(median=0.55, min=0.5, max=0.6, values=(0.6, 0.5))
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import enum
-from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 
 from benchmarks.lib import results_io, run_records
-from benchmarks.lib.run_records import AutoEchoRun, Run, RunConfig, TimeToTargetResults
+from benchmarks.lib.run_records import Run, RunConfig, TimeToTargetResults
 
 
 def results_of(document: dict) -> TimeToTargetResults:
@@ -434,25 +433,3 @@ def best_table(results: TimeToTargetResults, mode: str = "replay") -> str:
                      f"{_fmt(held, '.1f')} | {_fmt(r.auto_time_vs_best, '.2f')} | "
                      f"{_fmt(r.auto_time_per_step_vs_best, '.2f')} | {_fmt(r.auto_steps_vs_best, '.2f')} |")
     return "\n".join(lines)
-
-
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", type=Path, help="a time_to_target results JSON")
-    args = parser.parse_args(argv)
-    if not args.results.exists():
-        parser.error(f"results: no such file: {args.results}")
-    results = results_of(results_io.read_results(args.results))
-    print(sample_table(results))
-    print()
-    print(replay_table(results))
-    print()
-    print(best_table(results))
-    print()
-    print(wallclock_table(results))
-    print()
-    print(best_table(results, "wallclock"))
-
-
-if __name__ == "__main__":
-    main()
