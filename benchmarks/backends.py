@@ -36,6 +36,7 @@ from typing import Optional
 
 from benchmarks.lib import results_io
 from benchmarks.lib.reporting import Spread, spread
+from benchmarks.lib.tables import markdown_table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,19 +259,16 @@ def table(settings: BackendsConfig, results: BackendsResults) -> str:
     def cell(value: Optional[Spread], spec: str = ".1f") -> str:
         return "–" if value is None else f"{value.median:{spec}} ({value.min:{spec}}-{value.max:{spec}})"
 
-    head = " | ".join(f"e={f:g}, steps/s" for f in factors)
-    lines = [f"| backend | {head} | AutoEcho, steps/s | AutoEcho / best fixed | AutoEcho callback, ms/step |",
-             "|---|" + "---:|" * (len(factors) + 3)]
-    for entry in results.summary:
-        auto = entry.auto
-        lines.append(f"| {entry.backend} | " + " | ".join(cell(fixed.steps_per_second) for fixed in entry.fixed)
-                     + f" | {cell(auto and auto.steps_per_second)} | {cell(auto and auto.over_best_fixed, '.2f')}"
-                     + f" | {cell(auto and auto.callback_ms_per_step, '.2f')} |")
+    rows = [[entry.backend, *(cell(fixed.steps_per_second) for fixed in entry.fixed),
+             cell(entry.auto and entry.auto.steps_per_second), cell(entry.auto and entry.auto.over_best_fixed, ".2f"),
+             cell(entry.auto and entry.auto.callback_ms_per_step, ".2f")] for entry in results.summary]
+    lines = [markdown_table(["backend", *(f"e={f:g}, steps/s" for f in factors), "AutoEcho, steps/s",
+                             "AutoEcho / best fixed", "AutoEcho callback, ms/step"], rows, align="l" + "r" * (len(factors) + 3))]
     jax = next((entry for entry in results.summary if entry.backend == "jax"), None)
     if jax is not None:
-        lines += ["", "| JAX over TensorFlow, same repeat | " + " | ".join(f"e={f:g}" for f in factors) + " |",
-                  "|---|" + "---:|" * len(factors),
-                  "| steps/s | " + " | ".join(cell(fixed.over_tensorflow, ".2f") for fixed in jax.fixed) + " |"]
+        lines += ["", markdown_table(["JAX over TensorFlow, same repeat", *(f"e={f:g}" for f in factors)],
+                                     [["steps/s", *(cell(fixed.over_tensorflow, ".2f") for fixed in jax.fixed)]],
+                                     align="l" + "r" * len(factors))]
     return "\n".join(lines) + (f"\n\nMedian (range) over {settings.repeats} repeats; each backend in its own "
                                f"interpreter, alternating. The source makes {settings.input_batches_per_second:g} "
                                f"fresh batches of {settings.batch_size} per second.")

@@ -46,6 +46,7 @@ from benchmarks.lib.in_step import Pair, PairResult, PairSummary, Signals, pair_
 from benchmarks.lib.loops import (FIRST_REPORTED_SEED, FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SETTLE_AFTER_CHANGE,
                                   SLOPES, SLOWER_TOLERANCE, Case, Change, draw_case, grid, max_steps, quantile,
                                   run_fixed, slower_counts)
+from benchmarks.lib.tables import markdown_table
 
 
 class Contender(str, enum.Enum):
@@ -314,8 +315,7 @@ def target_table(summaries: list[Summary]) -> str:
     """Each target, the law's figure and whether it is met, beside the told-R references' figures."""
     at = {(s.contender, s.slope): s for s in summaries}
     shown = [c for c in (Contender.TOLD_R, Contender.TOLD_R_AFTER_OPENING) if (c, SLOPES[0]) in at]
-    lines = ["| figure | c | target | law | met | " + " | ".join(c.value for c in shown) + " |",
-             "|---|---|---|---|---|" + "---|" * len(shown)]
+    rows = []
     for t in TARGETS:
         if (t.contender, t.slope) not in at:
             continue
@@ -323,9 +323,8 @@ def target_table(summaries: list[Summary]) -> str:
         figures = [t.value(law)] + [t.value(at[c, t.slope]) for c in shown]
         text = [f"{v:.0f}" if t.figure == "slower_beyond_tolerance" else f"{v:.3f}" for v in figures]
         bound = f"{t.bound:.0f}" if t.figure == "slower_beyond_tolerance" else f"{t.bound:.2f}"
-        lines.append(f"| {t.what} | {t.slope:g} | <= {bound} | {text[0]} | {'yes' if t.met(law) else 'no'} | "
-                     + " | ".join(text[1:]) + " |")
-    return "\n".join(lines)
+        rows.append([t.what, f"{t.slope:g}", f"<= {bound}", text[0], "yes" if t.met(law) else "no", *text[1:]])
+    return markdown_table(["figure", "c", "target", "law", "met", *(c.value for c in shown)], rows)
 
 
 def document_target_table(document: dict) -> str:
@@ -346,14 +345,12 @@ def _with_seeds(document: dict, table_of: Callable[["SweepResults"], str]) -> st
 
 
 def table(summaries: list[Summary]) -> str:
-    lines = [f"| run by | c | cases | p50 | p95 | worst (seed) | slower than no echo (by over {SLOWER_TOLERANCE:.0%}) "
-             "| R >= max: worst over e = max | after a change of R: >= 90% near R |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for s in summaries:
-        lines.append(f"| {s.contender.value} | {s.slope:g} | {s.cases} | {s.p50:.3f} | {s.p95:.3f} | "
-                     f"{s.worst:.3f} ({s.worst_seed}) | {s.slower_than_none} ({s.slower_beyond_tolerance}) | "
-                     f"{s.worst_over_max:.3f} ({s.max_cases} cases) | {s.change_met} of {s.change_cases} |")
-    return "\n".join(lines)
+    return markdown_table(
+        ["run by", "c", "cases", "p50", "p95", "worst (seed)", f"slower than no echo (by over {SLOWER_TOLERANCE:.0%})",
+         "R >= max: worst over e = max", "after a change of R: >= 90% near R"],
+        [[s.contender.value, f"{s.slope:g}", s.cases, f"{s.p50:.3f}", f"{s.p95:.3f}", f"{s.worst:.3f} ({s.worst_seed})",
+          f"{s.slower_than_none} ({s.slower_beyond_tolerance})", f"{s.worst_over_max:.3f} ({s.max_cases} cases)",
+          f"{s.change_met} of {s.change_cases}"] for s in summaries])
 
 
 def document_table(document: dict) -> str:
@@ -365,15 +362,15 @@ def document_reads_table(document: dict) -> str:
     """Each contender's distribution on the loops whose upstream reads batch by batch and on those that read in lumps."""
     settings, results = results_io.typed(document, SweepSettings, SweepResults)
     lumpy = {case.seed: case.lump_batches > 1 for case in results.cases}
-    lines = ["| run by | c | reads | cases | p50 | p95 | worst |", "|---|---|---|---|---|---|---|"]
+    rows = []
     for contender in Contender:
         for slope in settings.slopes:
             for name, in_lumps in (("batch by batch", False), ("in lumps", True)):
                 over = sorted(r.over_best for r in results.results
                               if r.contender == contender and r.slope == slope and lumpy[r.seed] == in_lumps)
-                lines.append(f"| {contender.value} | {slope:g} | {name} | {len(over)} | {statistics.median(over):.3f} | "
-                             f"{quantile(over, 0.95):.3f} | {over[-1]:.3f} |")
-    return "\n".join(lines)
+                rows.append([contender.value, f"{slope:g}", name, len(over), f"{statistics.median(over):.3f}",
+                             f"{quantile(over, 0.95):.3f}", f"{over[-1]:.3f}"])
+    return markdown_table(["run by", "c", "reads", "cases", "p50", "p95", "worst"], rows)
 
 
 def plot(results: list[Result], path: Path) -> Path:

@@ -41,6 +41,7 @@ from benchmarks.lib.step_times import StepTimes
 from benchmarks.lib.tasks import DataOptions, RunSpec, Task, TaskSettings, task_for
 from benchmarks.lib.run_records import CurvePoint
 from benchmarks.lib.training import train_to_target
+from benchmarks.lib.tables import markdown_table
 from pipelines import image
 
 
@@ -371,13 +372,12 @@ def table(document: dict) -> str:
     def fmt(value, spec):
         return "-" if value is None else format(value, spec)
 
-    lines = ["| batch size | learning rate | reached | steps | examples | B_simple (median over run) | B_simple (at the end) |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
     base = settings.experiment
-    for row in summary.rows:
-        rate = base.base_learning_rate * row.batch_size / base.base_batch_size
-        lines.append(f"| {row.batch_size} | {rate:g} | {row.reached}/{row.runs} | {fmt(row.steps, ',.0f')} | "
-                     f"{fmt(row.examples, ',.0f')} | {fmt(row.b_simple_median, ',.0f')} | {fmt(row.b_simple_final, ',.0f')} |")
+    rows = [[row.batch_size, f"{base.base_learning_rate * row.batch_size / base.base_batch_size:g}",
+             f"{row.reached}/{row.runs}", fmt(row.steps, ",.0f"), fmt(row.examples, ",.0f"),
+             fmt(row.b_simple_median, ",.0f"), fmt(row.b_simple_final, ",.0f")] for row in summary.rows]
+    lines = [markdown_table(["batch size", "learning rate", "reached", "steps", "examples", "B_simple (median over run)",
+                             "B_simple (at the end)"], rows, align="rrrrrrr")]
     fit = summary.fit
     if fit:
         lines.append("")

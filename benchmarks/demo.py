@@ -43,6 +43,7 @@ from benchmarks.lib import replay, results_io
 from benchmarks.lib.run_records import CurvePoint, PipelineMeasure
 from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec, Task
 from benchmarks.lib.training import train_to_target
+from benchmarks.lib.tables import markdown_table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,20 +311,21 @@ def table(document: dict) -> str:
     runs = results.runs
     base = next(run for run in runs if run.is_baseline)
     held = results.auto_echo.held_factor
-    lines = ["| run | e | steps to target | fresh examples | fresh vs baseline | time to target (s, modelled host) | speedup |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    rows = []
     for run in runs:
         if run.is_auto_echo:
             factor = f"chosen: {held:.1f}" if held else f"auto (<= {run.max_factor:g})"
         else:
             factor = f"{run.factor:g}"
         if not run.reached:
-            lines.append(f"| {run.name} | {factor} | not reached | - | - | - | - |")
+            rows.append([run.name, factor, "not reached", "-", "-", "-", "-"])
             continue
         fresh = f"{run.fresh_examples / base.fresh_examples:.2f}" if base.reached else "-"
         seconds = "-" if run.seconds is None else f"{run.seconds:.1f}"
         speedup = f"{base.seconds / run.seconds:.2f}x" if base.seconds and run.seconds else "-"
-        lines.append(f"| {run.name} | {factor} | {run.steps:,} | {run.fresh_examples:,.0f} | {fresh} | {seconds} | {speedup} |")
+        rows.append([run.name, factor, f"{run.steps:,}", f"{run.fresh_examples:,.0f}", fresh, seconds, speedup])
+    lines = [markdown_table(["run", "e", "steps to target", "fresh examples", "fresh vs baseline",
+                             "time to target (s, modelled host)", "speedup"], rows, align="llrrrrr")]
     pipeline = results.pipeline
     lines.append("")
     fixed = next((run for run in runs if not run.is_auto_echo and not run.is_baseline), None)

@@ -31,6 +31,7 @@ from typing import Optional
 import numpy as np
 
 from benchmarks.lib import results_io
+from benchmarks.lib.tables import markdown_table
 
 FACTORS = (2, 4)
 SIZES = {"small": 0, "1 MB": 2**20}
@@ -153,8 +154,7 @@ def summary(values: list[float]) -> str:
 
 
 def stage_table(runs: list[StageRun]) -> str:
-    lines = ["| element | e | echoing.grain (elements/s) | grain FlatMap (elements/s) | ratio, per repeat |",
-             "|---|---|---|---|---|"]
+    rows = []
     for size in SIZES:
         for factor in FACTORS:
             ours = {r.repeat: r.elements_per_second for r in runs
@@ -163,24 +163,25 @@ def stage_table(runs: list[StageRun]) -> str:
                       if (r.stage, r.size, r.factor) == ("grain FlatMap", size, factor)}
             ratios = [ours[k] / theirs[k] for k in ours if k in theirs]
             if ratios:
-                lines.append(f"| {size} | {factor} | {summary(list(ours.values()))} | {summary(list(theirs.values()))} "
-                             f"| {summary(ratios)}x |")
-    return "\n".join(lines)
+                rows.append([size, factor, summary(list(ours.values())), summary(list(theirs.values())),
+                             f"{summary(ratios)}x"])
+    return markdown_table(["element", "e", "echoing.grain (elements/s)", "grain FlatMap (elements/s)",
+                           "ratio, per repeat"], rows)
 
 
 def pipeline_table(runs: list[PipelineRun]) -> str:
-    lines = ["| factor | steps/s | over e = 1, per repeat | factor held |", "|---|---|---|---|"]
     base = {r.repeat: r.steps_per_second for r in runs if r.factor == 1.0}
+    table_rows = []
     for factor in (*PIPELINE_FACTORS, None):
         rows = [r for r in runs if r.factor == factor]
         if not rows:
             continue
         ratios = [r.steps_per_second / base[r.repeat] for r in rows if r.repeat in base]
         held = [r.held_factor for r in rows if r.held_factor is not None]
-        lines.append(f"| {'EchoController' if factor is None else f'{factor:g}'} | "
-                     f"{summary([r.steps_per_second for r in rows])} | {summary(ratios)}x | "
-                     f"{summary(held) if held else '-'} |")
-    return "\n".join(lines)
+        table_rows.append(["EchoController" if factor is None else f"{factor:g}",
+                           summary([r.steps_per_second for r in rows]), f"{summary(ratios)}x",
+                           summary(held) if held else "-"])
+    return markdown_table(["factor", "steps/s", "over e = 1, per repeat", "factor held"], table_rows)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,7 @@ from tensorflow.python.data.experimental.ops import testing
 import echoing
 from benchmarks.lib import results_io
 from benchmarks.lib.service_settings import ServiceSettings
+from benchmarks.lib.tables import markdown_table
 
 service = tf.data.experimental.service
 
@@ -165,20 +166,21 @@ def document_table(document: dict) -> str:
 def table(settings: ServiceSettings, results: ServiceResults) -> str:
     """The README table: steps per second by workers and e, and the workers needed per e."""
     factors = settings.factors
-    lines = ["| workers | " + " | ".join(f"e={e:g} steps/s (model)" for e in factors) + " |",
-             "|---:|" + "---:|" * len(factors)]
+    rows = []
     for workers in settings.worker_counts:
         cells = []
         for factor in factors:
             row = next(r for r in results.rows if r.workers == workers and r.factor == factor)
             model = "-" if row.model is None else f"{row.model:.1f}"
             cells.append(f"{row.median:.1f} ({row.min:.1f}-{row.max:.1f}; {model})")
-        lines.append(f"| {workers} | " + " | ".join(cells) + " |")
+        rows.append([workers, *cells])
     most = max(settings.worker_counts)
     needed = "; ".join(
         f"e={n.factor:g}: " + (str(n.workers) if n.workers is not None else f"more than {most}")
         + f" (model {n.predicted})" for n in results.workers_needed)
-    return "\n".join(lines) + (
+    table = markdown_table(["workers", *(f"e={e:g} steps/s (model)" for e in factors)], rows,
+                           align="r" * (len(factors) + 1))
+    return table + (
         f"\n\nMedian (min-max over {settings.repeats} repeats; the model) of the trainer's steps per second, "
         f"each worker's read throttled to {settings.worker_rate:g} examples/s, batches of {settings.batch_size}, a "
         f"{settings.step_seconds * 1e3:g} ms modelled step. The model is min(workers x e x r1, step rate), r1 being one "

@@ -39,6 +39,7 @@ from tensorflow.python.data.experimental.ops import testing as tf_data_testing
 import echoing
 from benchmarks.lib import results_io
 from benchmarks.lib.service_settings import ServiceSettings
+from benchmarks.lib.tables import markdown_table
 
 AUTO = "auto"  # The factor column of the controller's runs.
 
@@ -185,8 +186,7 @@ def summary(values) -> str:
 
 def table(rates: list[RateRun], recoveries: list[RecoveryRun], settings: Settings) -> str:
     factors = [f"{f:g}" for f in settings.factors] + [AUTO]
-    lines = ["| workers | " + " | ".join(f"e = {f}" if f != AUTO else "EchoController (e held)" for f in factors) + " |",
-             "|---|" + "---|" * len(factors)]
+    rows = []
     for workers in settings.worker_counts:
         cells = []
         for factor in factors:
@@ -195,7 +195,9 @@ def table(rates: list[RateRun], recoveries: list[RecoveryRun], settings: Setting
             if factor == AUTO and runs:
                 cell += f" (e {summary(r.held_factor for r in runs)})"
             cells.append(cell)
-        lines.append(f"| {workers} | " + " | ".join(cells) + " |")
+        rows.append([workers, *cells])
+    lines = [markdown_table(["workers", *(f"e = {f}" if f != AUTO else "EchoController (e held)" for f in factors)],
+                            rows)]
     own = 1 / settings.step_seconds
     saved = []
     for factor in factors:

@@ -20,6 +20,7 @@ from typing import Optional
 import keras
 
 from benchmarks.lib import models, results_io
+from benchmarks.lib.tables import markdown_table
 from pipelines import image
 
 
@@ -98,10 +99,9 @@ def run(config: BaselineConfig, output: Optional[Path]) -> BaselineResults:
 def table(document: dict) -> str:
     """Markdown: each model's steps, held-out accuracy and training seconds (``python -m benchmarks.readme_tables``)."""
     _, results = results_io.typed(document, BaselineConfig, BaselineResults)
-    lines = ["| model (same pipeline and steps) | steps | eval accuracy | train seconds |", "|---|---:|---:|---:|"]
-    for row in (results.linear, results.resnet):
-        lines.append(f"| {row.model} | {row.steps} | {row.eval_accuracy:.3f} | {row.train_seconds:.0f} |")
-    return "\n".join(lines)
+    return markdown_table(["model (same pipeline and steps)", "steps", "eval accuracy", "train seconds"],
+                          [[row.model, row.steps, f"{row.eval_accuracy:.3f}", f"{row.train_seconds:.0f}"]
+                           for row in (results.linear, results.resnet)], align="lrrr")
 
 
 def main(argv=None) -> None:

@@ -49,6 +49,7 @@ import tensorflow as tf
 
 import echoing
 from benchmarks.lib import results_io
+from benchmarks.lib.tables import markdown_table
 from pipelines.slow_storage import throttle
 
 IMAGE_SHAPE = (32, 32, 3)
@@ -392,24 +393,29 @@ def typed(document: dict) -> tuple[ThroughputConfig, ThroughputResults]:
 def table(document: dict) -> str:
     """Markdown tables of a throughput results document."""
     config, results = typed(document)
-    lines = ["| configuration | elements/s (median) |", "|---|---:|"]
-    lines += [f"| {row.stage.label} | {row.median:,.0f} |" for row in results.echo_stage.rows]
-    lines += ["", "| paired ratio (median (min-max) over rounds) | value |", "|---|---:|"]
-    lines += [_paired_line(value) for value in results.echo_stage.paired_ratios]
     up = results.throttled
-    lines += ["", f"| throttled upstream U={up.upstream_rate:g}/s | elements/s | min(e*U, ceiling) | fraction |", "|---|---:|---:|---:|"]
-    lines += [f"| e={r.factor:g} | {r.median:,.0f} | {r.bound:,.0f} | {r.fraction_of_bound:.3f} |" for r in up.rows]
-    lines += ["", f"| echo shuffle buffer (e={config.memory_factor:g}) | peak RSS growth MiB | buffer payload MiB |", "|---:|---:|---:|"]
-    lines += [f"| {r.buffer_size:,} | {r.growth_mib:,.0f} | {r.buffer_payload_mib:,.0f} |" for r in results.memory]
+    tables = [
+        markdown_table(["configuration", "elements/s (median)"],
+                       [[row.stage.label, f"{row.median:,.0f}"] for row in results.echo_stage.rows], align="lr"),
+        markdown_table(["paired ratio (median (min-max) over rounds)", "value"],
+                       [_paired_cells(value) for value in results.echo_stage.paired_ratios], align="lr"),
+        markdown_table([f"throttled upstream U={up.upstream_rate:g}/s", "elements/s", "min(e*U, ceiling)", "fraction"],
+                       [[f"e={r.factor:g}", f"{r.median:,.0f}", f"{r.bound:,.0f}", f"{r.fraction_of_bound:.3f}"]
+                        for r in up.rows], align="lrrr"),
+        markdown_table([f"echo shuffle buffer (e={config.memory_factor:g})", "peak RSS growth MiB", "buffer payload MiB"],
+                       [[f"{r.buffer_size:,}", f"{r.growth_mib:,.0f}", f"{r.buffer_payload_mib:,.0f}"]
+                        for r in results.memory], align="rrr"),
+    ]
     for case, measured in results.shapes.items():
-        lines += ["", f"| {case} | elements/s (median) |", "|---|---:|"]
-        lines += [f"| {row.stage.label} | {row.median:,.0f} |" for row in measured.rows]
-        lines += [_paired_line(value, " (paired)") for value in measured.paired_ratios]
-    return "\n".join(lines)
+        tables.append(markdown_table([case, "elements/s (median)"],
+                                     [[row.stage.label, f"{row.median:,.0f}"] for row in measured.rows]
+                                     + [_paired_cells(value, " (paired)") for value in measured.paired_ratios],
+                                     align="lr"))
+    return "\n\n".join(tables)
 
 
-def _paired_line(value: PairedRatio, suffix: str = "") -> str:
-    return f"| {value.of.label} / {value.over.label}{suffix} | {value.median:.2f} ({value.min:.2f}-{value.max:.2f}) |"
+def _paired_cells(value: PairedRatio, suffix: str = "") -> list[str]:
+    return [f"{value.of.label} / {value.over.label}{suffix}", f"{value.median:.2f} ({value.min:.2f}-{value.max:.2f})"]
 
 
 def run(config: ThroughputConfig, output: Path | None) -> ThroughputResults:

@@ -22,6 +22,7 @@ import tensorflow as tf
 from benchmarks.lib import results_io
 from benchmarks.lib.tasks import TASKS, Task
 from benchmarks.lib.step_times import StepTimes, rate_between
+from benchmarks.lib.tables import markdown_table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,13 +103,12 @@ def document_table(document: dict) -> str:
 
 def table(config: XlaCheckConfig, results: dict[str, XlaTask]) -> str:
     """The README table: steps per second with XLA off and on, per task."""
-    lines = ["| task | XLA off, steps/s | XLA on, steps/s | on / off (range) | used by time to target now |",
-             "|---|---:|---:|---:|---|"]
-    for task, r in results.items():
-        low, high = r.on_over_off_range
-        lines.append(f"| {task} | {r.off_median:.2f} | {r.on_median:.2f} | {r.on_over_off_median:.2f} "
-                     f"({low:.2f}-{high:.2f}) | {'on' if TASKS[task].settings.jit_compile else 'off'} |")
-    return "\n".join(lines) + f"\n\nMedians over {config.repeats} off/on pairs, one batch held in memory."
+    rows = [[task, f"{r.off_median:.2f}", f"{r.on_median:.2f}",
+             f"{r.on_over_off_median:.2f} ({r.on_over_off_range[0]:.2f}-{r.on_over_off_range[1]:.2f})",
+             "on" if TASKS[task].settings.jit_compile else "off"] for task, r in results.items()]
+    return (markdown_table(["task", "XLA off, steps/s", "XLA on, steps/s", "on / off (range)", "used by time to target now"],
+                           rows, align="lrrrl")
+            + f"\n\nMedians over {config.repeats} off/on pairs, one batch held in memory.")
 
 
 def main(argv=None) -> None:

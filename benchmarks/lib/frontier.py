@@ -20,6 +20,7 @@ import dataclasses
 import statistics
 
 from benchmarks.lib import results_io
+from benchmarks.lib.tables import markdown_table
 from benchmarks.lib.loops import SLOPES, SLOWER_TOLERANCE, Case, Change, quantile, slower_counts
 
 
@@ -88,10 +89,8 @@ def summarize_frontier(frontier: list[KnownFactor], cases: list[Case]) -> list[F
 
 
 def frontier_table(summaries: list[FrontierSummary]) -> str:
-    lines = ["| loops | factor best at c' | judged at c | cases | p50 | p95 | worst | "
-             f"slower than no echo (by over {SLOWER_TOLERANCE:.0%}) |",
-             "|---|---|---|---|---|---|---|---|"]
-    for s in summaries:
-        lines.append(f"| {s.cases_of} | {s.chosen_at:g} | {s.slope:g} | {s.cases} | {s.p50:.3f} | {s.p95:.3f} | "
-                     f"{s.worst:.3f} | {s.slower_than_none} ({s.slower_beyond_tolerance}) |")
-    return "\n".join(lines)
+    return markdown_table(
+        ["loops", "factor best at c'", "judged at c", "cases", "p50", "p95", "worst",
+         f"slower than no echo (by over {SLOWER_TOLERANCE:.0%})"],
+        [[s.cases_of, f"{s.chosen_at:g}", f"{s.slope:g}", s.cases, f"{s.p50:.3f}", f"{s.p95:.3f}", f"{s.worst:.3f}",
+          f"{s.slower_than_none} ({s.slower_beyond_tolerance})"] for s in summaries])

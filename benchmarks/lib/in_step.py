@@ -25,6 +25,7 @@ import statistics
 import echoing
 from echoing.simulation import ELEMENTS_PER_STEP, Scenario, simulate_in_step
 from benchmarks.lib import results_io
+from benchmarks.lib.tables import markdown_table
 
 
 # Steps of a two-trainer run; the second half is judged.
@@ -108,13 +109,11 @@ def summarize_pairs(results: list[PairResult], signals: Signals) -> PairSummary:
 
 
 def pair_table(summaries: list[PairSummary]) -> str:
-    lines = ["| each controller given | pairs | step rate / own: p50 | p5 | worst | "
-             "trainers within [0.85, 1.5] x own R | highest factor / own R |",
-             "|---|---|---|---|---|---|---|"]
-    for s in summaries:
-        lines.append(f"| {s.signals.value} | {s.pairs} | {s.rate_p50:.3f} | {s.rate_p05:.3f} | {s.rate_worst:.3f} | "
-                     f"{s.near} of {s.trainers} | {s.over_worst:.2f} |")
-    return "\n".join(lines)
+    return markdown_table(
+        ["each controller given", "pairs", "step rate / own: p50", "p5", "worst", "trainers within [0.85, 1.5] x own R",
+         "highest factor / own R"],
+        [[s.signals.value, s.pairs, f"{s.rate_p50:.3f}", f"{s.rate_p05:.3f}", f"{s.rate_worst:.3f}",
+          f"{s.near} of {s.trainers}", f"{s.over_worst:.2f}"] for s in summaries])
 
 
 def sweep_pairs(seeds, processes: int = 2) -> tuple[list[Pair], list[PairResult]]:

@@ -32,6 +32,7 @@ import numpy as np
 
 from benchmarks.lib import results_io, run_records
 from benchmarks.lib.run_records import Run, RunConfig, TimeToTargetResults
+from benchmarks.lib.tables import markdown_table
 
 
 def results_of(document: dict) -> TimeToTargetResults:
@@ -157,16 +158,12 @@ def _factor_label(row: Row) -> str:
 
 def sample_table(results: TimeToTargetResults) -> str:
     """Markdown: fresh examples and steps to target per configuration, medians (min-max) over seeds."""
-    lines = ["| task | placement | e | echo shuffle | reached | fresh examples | fresh vs baseline (same seed) | steps | steps vs baseline |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in sample_rows(results):
-        if r.config.auto_echo:
-            continue
-        lines.append(f"| {r.config.task} | {r.config.placement} | {r.config.factor:g} | {r.config.echo_shuffle} | "
-                     f"{r.reached}/{r.runs} | {_fmt(r.of(Measure.FRESH_EXAMPLES), ',.0f')} | "
-                     f"{_fmt(r.vs_baseline(Measure.FRESH_EXAMPLES), '.2f')} | "
-                     f"{_fmt(r.of(Measure.STEPS), ',.0f')} | {_fmt(r.vs_baseline(Measure.STEPS), '.2f')} |")
-    return "\n".join(lines)
+    rows = [[r.config.task, r.config.placement, f"{r.config.factor:g}", r.config.echo_shuffle, f"{r.reached}/{r.runs}",
+             _fmt(r.of(Measure.FRESH_EXAMPLES), ",.0f"), _fmt(r.vs_baseline(Measure.FRESH_EXAMPLES), ".2f"),
+             _fmt(r.of(Measure.STEPS), ",.0f"), _fmt(r.vs_baseline(Measure.STEPS), ".2f")]
+            for r in sample_rows(results) if not r.config.auto_echo]
+    return markdown_table(["task", "placement", "e", "echo shuffle", "reached", "fresh examples",
+                           "fresh vs baseline (same seed)", "steps", "steps vs baseline"], rows, align="llrrrrrrr")
 
 
 def replay_table(results: TimeToTargetResults) -> str:
@@ -181,18 +178,18 @@ def replay_table(results: TimeToTargetResults) -> str:
     for m in results.pipelines or ():
         measured.setdefault((m.of.task, m.of.ratio), []).append(m.value.measured_ratio)
     realised = runs_ratio(results, "replay")
-    lines = ["| task | R | measured R | R over the baseline's run | e | echo shuffle | reached | time to target (step times) | "
-             "speedup over baseline (same seed) | fresh examples | steps |",
-             "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    rows = []
     for r in replay_rows(results):
         key = (r.config.task, r.config.ratio)
         ratios, over_run = measured.get(key), realised.get(key)
-        lines.append(f"| {r.config.task} | {r.config.ratio:g} | {_fmt(spread(ratios), '.2f') if ratios else '-'} | "
-                     f"{_fmt(spread(over_run), '.2f') if over_run else '-'} | {_factor_label(r)} | "
-                     f"{r.config.echo_shuffle} | {r.reached}/{r.runs} | {_fmt(r.of(Measure.SECONDS_IN_STEPS), ',.0f')} | "
-                     f"{_fmt(_inverse(r.vs_baseline(Measure.SECONDS_IN_STEPS)), '.2f', ratio=True)} | "
-                     f"{_fmt(r.of(Measure.FRESH_EXAMPLES), ',.0f')} | {_fmt(r.of(Measure.STEPS), ',.0f')} |")
-    return "\n".join(lines)
+        rows.append([r.config.task, f"{r.config.ratio:g}", _fmt(spread(ratios), ".2f") if ratios else "-",
+                     _fmt(spread(over_run), ".2f") if over_run else "-", _factor_label(r), r.config.echo_shuffle,
+                     f"{r.reached}/{r.runs}", _fmt(r.of(Measure.SECONDS_IN_STEPS), ",.0f"),
+                     _fmt(_inverse(r.vs_baseline(Measure.SECONDS_IN_STEPS)), ".2f", ratio=True),
+                     _fmt(r.of(Measure.FRESH_EXAMPLES), ",.0f"), _fmt(r.of(Measure.STEPS), ",.0f")])
+    return markdown_table(["task", "R", "measured R", "R over the baseline's run", "e", "echo shuffle", "reached",
+                           "time to target (step times)", "speedup over baseline (same seed)", "fresh examples",
+                           "steps"], rows, align="lrrrlrrrrrr")
 
 
 def runs_ratio(results: TimeToTargetResults, mode: str) -> dict:
@@ -240,20 +237,19 @@ def wallclock_table(results: TimeToTargetResults) -> str:
     """
     measured = {(m.of.task, m.of.ratio): m.value for m in results.rates or ()}
     over_runs = runs_ratio(results, "wallclock")
-    lines = ["| task | R | R under load | R over the runs | e | echo shuffle | reached | time to target (s) | "
-             "(loaded step times) | speedup over baseline (same seed) | fresh examples | steps |",
-             "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = []
     for r in wallclock_rows(results):
         key = (r.config.task, r.config.ratio)
         rates, over_run = measured.get(key), over_runs.get(key)
-        under_load = f"{rates.measured_ratio:.2f}" if rates else "-"
-        lines.append(f"| {r.config.task} | {r.config.ratio:g} | {under_load} | "
-                     f"{_fmt(spread(over_run), '.2f') if over_run else '-'} | {_factor_label(r)} | "
-                     f"{r.config.echo_shuffle} | {r.reached}/{r.runs} | {_fmt(r.of(Measure.SECONDS), ',.0f')} | "
-                     f"{_fmt(r.of(Measure.SECONDS_IN_STEPS), ',.0f')} | "
-                     f"{_fmt(_inverse(r.vs_baseline(Measure.SECONDS)), '.2f', ratio=True)} | "
-                     f"{_fmt(r.of(Measure.FRESH_EXAMPLES), ',.0f')} | {_fmt(r.of(Measure.STEPS), ',.0f')} |")
-    return "\n".join(lines)
+        rows.append([r.config.task, f"{r.config.ratio:g}", f"{rates.measured_ratio:.2f}" if rates else "-",
+                     _fmt(spread(over_run), ".2f") if over_run else "-", _factor_label(r), r.config.echo_shuffle,
+                     f"{r.reached}/{r.runs}", _fmt(r.of(Measure.SECONDS), ",.0f"),
+                     _fmt(r.of(Measure.SECONDS_IN_STEPS), ",.0f"),
+                     _fmt(_inverse(r.vs_baseline(Measure.SECONDS)), ".2f", ratio=True),
+                     _fmt(r.of(Measure.FRESH_EXAMPLES), ",.0f"), _fmt(r.of(Measure.STEPS), ",.0f")])
+    return markdown_table(["task", "R", "R under load", "R over the runs", "e", "echo shuffle", "reached",
+                           "time to target (s)", "(loaded step times)", "speedup over baseline (same seed)",
+                           "fresh examples", "steps"], rows, align="lrrrlrrrrrrr")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -364,21 +360,21 @@ def paired_table(results: TimeToTargetResults, mode: str = "replay", factor_at_r
     fixed_configs = sorted({r.config.without_seed() for r in runs if not r.config.auto_echo
                             and (not factor_at_ratio or r.config.factor == r.config.ratio)},
                            key=lambda c: (c.task, c.ratio, c.factor, c.echo_shuffle, c.placement))
-    lines = ["| task | R | seed | fixed e (echo shuffle) | AutoEcho steps | fixed e's steps | AutoEcho time / fixed e's | "
-             "= time per step / fixed e's | x steps / fixed e's |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = []
     for fixed_config in fixed_configs:
         task, ratio = fixed_config.task, fixed_config.ratio
         pairs = _auto_echo_pairs(runs, task, ratio, fixed_config)
         fixed = f"{fixed_config.factor:g} ({fixed_config.echo_shuffle})"
         for pair in pairs:
-            lines.append(f"| {task} | {ratio:g} | {pair.seed} | {fixed} | {pair.auto_steps:,} | "
-                         f"{pair.fixed_steps:,} | {pair.time:.2f} | {pair.time_per_step:.2f} | {pair.steps:.2f} |")
+            rows.append([task, f"{ratio:g}", pair.seed, fixed, f"{pair.auto_steps:,}", f"{pair.fixed_steps:,}",
+                         f"{pair.time:.2f}", f"{pair.time_per_step:.2f}", f"{pair.steps:.2f}"])
         if pairs:
             summary = [_fmt(spread([getattr(pair, name) for pair in pairs]), ".2f")
                        for name in ("time", "time_per_step", "steps")]
-            lines.append(f"| {task} | {ratio:g} | median of {len(pairs)} | {fixed} | | | {summary[0]} | {summary[1]} | "
-                         f"{summary[2]} |")
-    return "\n".join(lines)
+            rows.append([task, f"{ratio:g}", f"median of {len(pairs)}", fixed, "", "", *summary])
+    return markdown_table(["task", "R", "seed", "fixed e (echo shuffle)", "AutoEcho steps", "fixed e's steps",
+                           "AutoEcho time / fixed e's", "= time per step / fixed e's", "x steps / fixed e's"], rows,
+                          align="lrrrrrrrr")
 
 
 def fixed_steps_table(results: TimeToTargetResults) -> str:
@@ -401,35 +397,34 @@ def fixed_steps_table(results: TimeToTargetResults) -> str:
     runs = [r for r in results.runs if r.config.mode == "sample" and not r.config.auto_echo and r.reached]
     groups = sorted({(r.config.task, r.config.placement, r.config.echo_shuffle) for r in runs})
     factors = sorted({r.config.factor for r in runs})
-    lines = ["| task | placement (echo shuffle) | seed | " + " | ".join(f"e = {f:g}" for f in factors) + " |",
-             "|---|---|---:|" + "---:|" * len(factors)]
+    rows = []
     for task, placement, echo_shuffle in groups:
         steps = {(r.config.factor, r.config.seed): r.steps for r in runs
                  if (r.config.task, r.config.placement, r.config.echo_shuffle) == (task, placement, echo_shuffle)}
-        label = f"| {task} | {placement} ({echo_shuffle}) |"
+        label = [task, f"{placement} ({echo_shuffle})"]
         seeds = sorted({seed for _, seed in steps})
         for seed in seeds:
-            lines.append(f"{label} {seed} | " + " | ".join(f"{steps[f, seed]:,}" if (f, seed) in steps else "-"
-                                                            for f in factors) + " |")
+            rows.append([*label, seed, *(f"{steps[f, seed]:,}" if (f, seed) in steps else "-" for f in factors)])
         low = factors[0]
         ratios = [spread([steps[f, seed] / steps[low, seed] for seed in seeds if (f, seed) in steps and (low, seed) in steps])
                   for f in factors[1:]]
-        lines.append(f"{label} median over e = {low:g} | | " + " | ".join(_fmt(r, ".2f") for r in ratios) + " |")
-    return "\n".join(lines)
+        rows.append([*label, f"median over e = {low:g}", "", *(_fmt(r, ".2f") for r in ratios)])
+    return markdown_table(["task", "placement (echo shuffle)", "seed", *(f"e = {f:g}" for f in factors)], rows,
+                          align="llr" + "r" * len(factors))
 
 
 def best_table(results: TimeToTargetResults, mode: str = "replay") -> str:
     """Markdown: per R, the best fixed e's speedup, AutoEcho's, and AutoEcho's time over the best's (same seed)."""
-    lines = ["| task | R | best fixed e (echo shuffle) | its speedup | AutoEcho reached | AutoEcho speedup | "
-             "e AutoEcho held | AutoEcho time / best fixed e's | = time per step / best's | x steps / best's |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = []
     for r in best_rows(results, mode):
         auto = r.auto
         reached = "-" if auto is None else f"{auto.reached}/{auto.runs}"
         auto_speedup = None if auto is None else _inverse(auto.vs_baseline(Measure.SECONDS_IN_STEPS))
         held = None if auto is None else auto.of(Measure.HELD_FACTOR)
-        lines.append(f"| {r.task} | {r.ratio:g} | {r.best.factor:g} ({r.best.echo_shuffle}) | "
-                     f"{_fmt(r.best_speedup, '.2f', ratio=True)} | {reached} | {_fmt(auto_speedup, '.2f', ratio=True)} | "
-                     f"{_fmt(held, '.1f')} | {_fmt(r.auto_time_vs_best, '.2f')} | "
-                     f"{_fmt(r.auto_time_per_step_vs_best, '.2f')} | {_fmt(r.auto_steps_vs_best, '.2f')} |")
-    return "\n".join(lines)
+        rows.append([r.task, f"{r.ratio:g}", f"{r.best.factor:g} ({r.best.echo_shuffle})",
+                     _fmt(r.best_speedup, ".2f", ratio=True), reached, _fmt(auto_speedup, ".2f", ratio=True),
+                     _fmt(held, ".1f"), _fmt(r.auto_time_vs_best, ".2f"), _fmt(r.auto_time_per_step_vs_best, ".2f"),
+                     _fmt(r.auto_steps_vs_best, ".2f")])
+    return markdown_table(["task", "R", "best fixed e (echo shuffle)", "its speedup", "AutoEcho reached",
+                           "AutoEcho speedup", "e AutoEcho held", "AutoEcho time / best fixed e's",
+                           "= time per step / best's", "x steps / best's"], rows, align="lrrrrrrrrr")
