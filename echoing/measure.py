@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from typing import Any, Callable, Union
+from typing import Any, Callable, Optional, Union
 
 import tensorflow as tf
 
@@ -125,20 +125,33 @@ def measure_ratio(
     in_memory = [batch for batch, _ in zip(dataset, range(min(batches, 8)))]
     snapshot = _snapshot(train_step) if restore_weights else None
     try:
-        for i in range(warmup):
-            step(in_memory[i % len(in_memory)])
-        downstream = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            for i in range(batches):
-                step(in_memory[i % len(in_memory)])
-            downstream.append((time.perf_counter() - start) / batches)
+        downstream = time_steps(step, in_memory, warmup=warmup, batches=batches, repeats=repeats)
     finally:
         if snapshot is not None:
             _restore(train_step, snapshot)
     return RatioMeasurement(
         statistics.median(upstream), statistics.median(downstream), tuple(upstream), tuple(downstream)
     )
+
+
+def time_steps(step: Callable[[Any], Any], in_memory: list, *, warmup: int, batches: int, repeats: int,
+               after_repeat: Optional[Callable[[], Any]] = None) -> list[float]:
+    """Seconds per step of ``step`` on ``in_memory`` (cycled), per timed repeat, after ``warmup`` untimed steps.
+
+    ``after_repeat`` runs inside each repeat's time, after its steps (a device's synchronize).
+    Shared by :func:`measure_ratio` and :func:`echoing.torch.measure_ratio`.
+    """
+    for i in range(warmup):
+        step(in_memory[i % len(in_memory)])
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for i in range(batches):
+            step(in_memory[i % len(in_memory)])
+        if after_repeat is not None:
+            after_repeat()
+        seconds.append((time.perf_counter() - start) / batches)
+    return seconds
 
 
 def _step_function(train_step):

@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from echoing._checks import check_int
-from echoing.measure import RatioMeasurement
+from echoing.measure import RatioMeasurement, time_steps
 
 __all__ = ["measure_ratio"]
 
@@ -112,16 +112,8 @@ def measure_ratio(loader: Iterable, train_step: Callable[[Any], Any], *, batches
     synchronize = torch.cuda.synchronize if torch.cuda.is_available() and torch.cuda.is_initialized() else None
     saved = [copy.deepcopy(held.state_dict()) for held in restore]
     try:
-        for i in range(warmup):
-            train_step(in_memory[i % len(in_memory)])
-        downstream = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            for i in range(batches):
-                train_step(in_memory[i % len(in_memory)])
-            if synchronize is not None:
-                synchronize()
-            downstream.append((time.perf_counter() - start) / batches)
+        downstream = time_steps(train_step, in_memory, warmup=warmup, batches=batches, repeats=repeats,
+                                after_repeat=synchronize)
     finally:
         for held, state in zip(restore, saved):
             held.load_state_dict(state)
