@@ -51,7 +51,16 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "backends": backends.document_table,
     "service": service.document_table,
     "service_processes": service_processes.document_table,
+    # Imported when rendered: the PyTorch study imports torch.
+    "torch_time_to_target": lambda document: _torch_study().document_table(document),
+    "torch_stage_cost": lambda document: _torch_study().document_stage_table(document),
 }
+
+
+def _torch_study():
+    from benchmarks import torch_time_to_target
+
+    return torch_time_to_target
 
 
 def commands_block(document: dict) -> str:
@@ -77,6 +86,7 @@ SOURCES = {
     "controller_targets": "controller_sweep",
     "controller_reads": "controller_sweep",
     "controller_frontier": "controller_sweep",
+    "torch_stage_cost": "torch_time_to_target",
 }
 
 

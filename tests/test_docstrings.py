@@ -45,7 +45,7 @@ def test_discovery_finds_the_modules():
 
 
 # Modules of an optional extra: their examples run where the extra is installed.
-EXTRAS = {"echoing.grain": "grain", "echoing.torch": "torch"}
+EXTRAS = {"echoing.grain": "grain", "echoing.torch": "torch", "pipelines.torch_images": "torch"}
 
 
 def run_examples(name):

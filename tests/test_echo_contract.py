@@ -1,4 +1,4 @@
-"""The echo contract, run on every implementation from one suite: ``echoing.echo`` (tf.data), ``echoing.grain.echo`` and ``echoing.torch.echo``.
+"""The echo contract, run on every implementation from one suite: ``echoing.echo`` (tf.data), ``echoing.grain.echo`` and ``echoing.torch.echo`` (plain, and with a per-copy ``transform``).
 
 Counts, adjacency within the shuffle window, order, determinism, fresh draws per
 element, exact stats, a live factor and bad input: one test, three stages, so that they
@@ -150,6 +150,27 @@ class Torch:
         return lambda i: {"id": torch.tensor(i), "image": torch.full([2, 3, 4], float(i)), "pair": (i, -i)}
 
 
+class TorchTransform(Torch):
+    """``echoing.torch.echo`` with a per-copy ``transform`` (echo before augmentation): each copy goes through it on its own.
+
+    The transform here builds a new structure of new tensors with the same values, so the
+    contract reads through it; that each copy is transformed apart is tested in
+    ``tests/test_torch_workers.py``.
+    """
+
+    name = "torch, transform"
+
+    def echo(self, dataset, factor, **kwargs):
+        return self.module.echo(dataset, factor, transform=self._copy, **kwargs)
+
+    def _copy(self, batch):
+        if isinstance(batch, dict):
+            return {key: self._copy(value) for key, value in batch.items()}
+        if isinstance(batch, (tuple, list)):
+            return type(batch)(self._copy(value) for value in batch)
+        return batch.clone() if isinstance(batch, self.torch.Tensor) else batch
+
+
 def _grain_or_skip():
     try:
         return Grain()
@@ -164,9 +185,15 @@ def _torch_or_skip():
         pytest.skip("torch is not installed; pip install torch==2.13.0 -e '.[torch]' runs the torch third of this suite")
 
 
-@pytest.fixture(params=["tf.data", "grain", "torch"])
+def _torch_transform_or_skip():
+    _torch_or_skip()
+    return TorchTransform()
+
+
+@pytest.fixture(params=["tf.data", "grain", "torch", "torch, transform"])
 def stage(request):
-    return {"tf.data": TfData, "grain": _grain_or_skip, "torch": _torch_or_skip}[request.param]()
+    return {"tf.data": TfData, "grain": _grain_or_skip, "torch": _torch_or_skip,
+            "torch, transform": _torch_transform_or_skip}[request.param]()
 
 
 def ids(elements):
