@@ -45,14 +45,18 @@ import statistics
 import time
 from typing import Iterator, Optional
 
-import torch
-from torch import nn
-
 import echoing
-from echoing import torch as echo_torch
 from benchmarks.lib.tables import markdown_table
 from benchmarks.lib.results_io import Record, add_output_dir_argument, read_results, typed, write_results
-from pipelines import torch_images
+
+try:
+    import torch
+    from torch import nn
+
+    from echoing import torch as echo_torch
+    from pipelines import torch_images
+except ImportError:  # The records and tables read without torch (python -m benchmarks.readme_tables).
+    torch = nn = echo_torch = torch_images = None
 
 SEEDS = (0, 1, 2)
 RATIO = 4.0  # Reading a batch takes this many modelled steps: the read is paced to batch / (R * STEP_SECONDS).
@@ -345,6 +349,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_output_dir_argument(parser)
     args = parser.parse_args(argv)
+    if torch is None:
+        parser.error("PyTorch is not installed: pip install torch==2.13.0 -e '.[torch,bench,monai]'")
     path = args.output_dir / RESULTS
     done = typed(read_results(path), StudySettings, StudyResults)[1] if path.exists() else StudyResults((), {})
     runs = {(run.arm, run.seed): run for run in done.runs}
