@@ -3,7 +3,7 @@
 import pytest
 
 from benchmarks import (backends, controller_sweep, critical_batch, demo, grain_echo, service, service_processes,
-                        shapes_baselines, throughput, xla_check)
+                        shapes_baselines, throughput, torch_time_to_target, xla_check)
 from benchmarks.lib import results_io, run_records
 
 # A results file's name, and its settings' and results' record types.
@@ -19,6 +19,7 @@ RECORDS = {
     "throughput": (throughput.ThroughputConfig, throughput.ThroughputResults),
     "time_to_target": (run_records.TimeToTargetSettings, run_records.TimeToTargetResults),
     "time_to_target_seeds": (run_records.TimeToTargetSettings, run_records.TimeToTargetResults),
+    "torch_time_to_target": (torch_time_to_target.StudySettings, torch_time_to_target.StudyResults),
     "xla_check": (xla_check.XlaCheckConfig, dict[str, xla_check.XlaTask]),
 }
 
