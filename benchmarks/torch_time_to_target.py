@@ -299,6 +299,11 @@ def stage_cost(batches_per_repeat: int = 200, repeats: int = 7) -> dict[str, Sta
     return out
 
 
+def spread(values: list) -> tuple:
+    """``(median, lowest, highest)`` of ``values``, rounded; ``()`` for none."""
+    return (round(statistics.median(values), 3), round(min(values), 3), round(max(values), 3)) if values else ()
+
+
 def summary(runs: list[ArmRun]) -> dict[str, ArmSummary]:
     """Per arm that reached the target: median and range over seeds of its figures, and of its seconds over no echo's."""
     none = {r.seed: r.seconds_to_target for r in runs if r.arm == Arm.NONE}
@@ -307,10 +312,6 @@ def summary(runs: list[ArmRun]) -> dict[str, ArmSummary]:
         mine = [r for r in runs if r.arm == arm and r.seconds_to_target is not None]
         if not mine:
             continue
-
-        def spread(values):
-            return (round(statistics.median(values), 3), round(min(values), 3), round(max(values), 3)) if values else ()
-
         out[arm.value] = ArmSummary(len(mine), spread([r.seconds_to_target for r in mine]),
                                     spread([r.steps_to_target for r in mine]), spread([r.fresh_batches for r in mine]),
                                     spread([r.seconds_to_target / none[r.seed] for r in mine if none.get(r.seed)]))
