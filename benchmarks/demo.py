@@ -40,7 +40,7 @@ import tensorflow as tf
 
 from echoing import EchoPoint
 from benchmarks.lib import replay, results_io
-from benchmarks.lib.run_records import CurvePoint, PipelineMeasure
+from benchmarks.lib.run_records import CurvePoint, Mode, PipelineMeasure
 from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec, Task
 from benchmarks.lib.training import train_to_target
 from benchmarks.lib.tables import markdown_table
@@ -357,7 +357,7 @@ def seed_spread(factor: float) -> Optional[tuple[float, float, int]]:
         return None
     task = TASKS["resnet"].name
     steps = sorted(r.steps for r in reporting.results_of(results_io.read_results(path)).runs
-                   if r.config.mode == "sample" and not r.config.auto_echo and r.reached
+                   if r.config.mode == Mode.SAMPLE and not r.config.auto_echo and r.reached
                    and r.config.task == task and r.config.factor == factor)
     if len(steps) < 3:
         return None

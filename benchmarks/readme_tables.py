@@ -18,7 +18,8 @@ from typing import Callable
 
 from benchmarks import (backends, controller_sweep, critical_batch, demo, grain_echo, service, service_processes,
                         shapes_baselines, throughput, xla_check)
-from benchmarks.lib import reporting, results_io
+from benchmarks.lib import plans, reporting, results_io
+from benchmarks.lib.run_records import Mode
 
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -36,7 +37,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "time_to_target_best_held_out": lambda document: reporting.best_table(
         reporting.of_seeds(reporting.results_of(document), (3, 4, 5))),
     "time_to_target_wallclock": lambda document: reporting.wallclock_table(reporting.results_of(document)),
-    "time_to_target_wallclock_best": lambda document: reporting.best_table(reporting.results_of(document), "wallclock"),
+    "time_to_target_wallclock_best": lambda document: reporting.best_table(reporting.results_of(document), Mode.WALLCLOCK),
     "time_to_target_seeds": lambda document: reporting.paired_table(reporting.results_of(document),
                                                                     factor_at_ratio=True),
     "time_to_target_seeds_fixed": lambda document: reporting.fixed_steps_table(reporting.results_of(document)),
@@ -63,24 +64,24 @@ def _torch_study():
     return torch_time_to_target
 
 
-def commands_block(document: dict) -> str:
-    """The distinct commands that filled a results file, once, as a shell block."""
-    return "```bash\n" + "\n".join(_commands(document)) + "\n```"
-
-
 def _commands(document: dict) -> list[str]:
     return sorted({stamp.command for stamp in results_io.stamps(document) if stamp.command}) or \
         [results_io.header(document).command]
 
 
-RENDERERS.update({"time_to_target_commands": commands_block, "time_to_target_seeds_commands": commands_block})
+def _plans_table(results_file: str) -> Callable[[dict], str]:
+    return lambda document: plans.plans_table(results_file, list(reporting.results_of(document).runs))
+
+
+RENDERERS.update({"time_to_target_plans": _plans_table("time_to_target"),
+                  "time_to_target_seeds_plans": _plans_table("time_to_target_seeds")})
 
 # Tables drawn from another table's results file.
 SOURCES = {
     **{name: "time_to_target" for name in ("time_to_target_replay", "time_to_target_best",
                                            "time_to_target_best_held_out", "time_to_target_wallclock",
-                                           "time_to_target_wallclock_best", "time_to_target_commands")},
-    "time_to_target_seeds_commands": "time_to_target_seeds",
+                                           "time_to_target_wallclock_best", "time_to_target_plans")},
+    "time_to_target_seeds_plans": "time_to_target_seeds",
     "time_to_target_seeds_fixed": "time_to_target_seeds",
     "controller_in_step": "controller_sweep",
     "controller_targets": "controller_sweep",
@@ -112,11 +113,14 @@ def machines(document: dict) -> str:
 
 def render(name: str, document: dict) -> str:
     """The table for one results document, with the command and machine it came from."""
-    if name.endswith("_commands"):
+    if name.endswith("_plans"):
         return RENDERERS[name](document)
     commands = _commands(document)
-    # A file many invocations filled lists their commands once, on its page, not under every table.
-    by = f"`{commands[0]}`" if len(commands) == 1 else f"the {len(commands)} commands listed on this page"
+    # A file many invocations filled lists their plans once, on its page, not under every table.
+    if plans.plans_of(SOURCES.get(name, name)):
+        by = "the plans listed on this page"
+    else:
+        by = f"`{commands[0]}`" if len(commands) == 1 else f"the {len(commands)} commands listed on this page"
     written = results_io.header(document)
     source = (f"_From `benchmarks/results/{SOURCES.get(name, name)}.json`: {by}, on {machines(document)}, "
               f"TensorFlow {written.versions.tensorflow}, {written.created}._")

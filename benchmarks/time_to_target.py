@@ -18,7 +18,10 @@ Three modes, on the embedded data by default (``--source`` for tfds data where p
   met it); the fixed factors with the largest echo shuffle buffer, and AutoEcho's
   controller driving the factor as training runs (unless ``--no-auto-echo``).
 
-Every finished configuration is appended to the results file at once, and a rerun skips
+The committed results files are made by named plans (``--plan NAME``; the plans and
+their parts are in :mod:`benchmarks.lib.plans`); the options ``--tasks``, ``--modes`` and
+the rest narrow an invocation without a plan. Every finished configuration is appended
+to the results file at once, and a rerun skips
 the configurations already there, so a long run can be stopped and resumed (``--fresh``
 starts over). Results go to ``runs/`` unless given ``--output-dir`` (``--output-dir
 benchmarks/results`` regenerates the committed ones); ``python -m benchmarks.lib.plots``
@@ -37,143 +40,16 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Union
 
-import numpy as np
 import tensorflow as tf
 
 import echoing
-from benchmarks.lib import replay, reporting, results_io, wallclock
-from benchmarks.lib.run_records import (MODES, AutoEchoRun, AutoEchoTimeline, PipelineMeasure, Rates, Run, RunConfig,
-                                        SampleRun, TimedRun, TimeToTargetSettings, read_run)
+from benchmarks.lib import replay, reporting, results_io, upkeep, wallclock
+from benchmarks.lib.plans import (PLANS, BenchmarkPlan, NamedPlan, echo_shuffle_elements,
+                                  find_sample, planned_replay_runs, planned_sample_runs, planned_wallclock_runs)
+from benchmarks.lib.run_records import (MODES, AutoEchoRun, AutoEchoTimeline, Mode, PipelineMeasure, Rates, Run,
+                                        RunConfig, SampleRun, TimedRun, TimeToTargetSettings, read_run)
 from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec, Task
 from benchmarks.lib.training import train_to_target
-
-
-@dataclasses.dataclass(frozen=True)
-class BenchmarkPlan:
-    """What a benchmark invocation runs.
-
-    Attributes:
-      tasks: task names.
-      modes: any of :data:`MODES`.
-      placements: placements per task (default: all the task's pipeline has).
-      factors: echo factors for sample mode.
-      echo_shuffle_batches: echo shuffle buffers for sample mode, in batches' worth of the
-        echo stage's elements (so a buffer of 8 is 8 x 128 examples for example echoing
-        and 8 batches for batch echoing).
-      seeds: each configuration runs once per seed.
-      ratios: R values (replay and wallclock modes).
-      replay_factors: echo factors replayed (and run in wallclock mode) at every R.
-      auto_echo: also replay AutoEcho's controller at every R.
-      step_seconds: the modelled accelerator's step in the replay.
-      num_train_examples: embedded training examples (resnet); ``None`` for the default 100k.
-      time_only: run only what is timed (the fixed factors' replays, AutoEcho's timed
-        replays) and leave AutoEcho's training on its saved timelines to a later run, which
-        needs no machine to itself.
-    """
-
-    tasks: list = dataclasses.field(default_factory=lambda: ["resnet"])
-    modes: list = dataclasses.field(default_factory=lambda: ["sample", "replay"])
-    placements: Optional[dict] = None
-    factors: list = dataclasses.field(default_factory=lambda: [2, 4, 8])
-    echo_shuffle_batches: list = dataclasses.field(default_factory=lambda: [8, 0])
-    seeds: list = dataclasses.field(default_factory=lambda: [0, 1, 2])
-    ratios: list = dataclasses.field(default_factory=lambda: [2, 4, 6])
-    replay_factors: list = dataclasses.field(default_factory=lambda: [1, 2, 4, 8])
-    auto_echo: bool = True
-    step_seconds: float = 0.03
-    num_train_examples: Optional[int] = None
-    time_only: bool = False
-
-
-def echo_shuffle_elements(task: Task, placement: str, batches: int) -> int:
-    """An echo shuffle buffer of ``batches`` batches' worth, in the echo stage's elements."""
-    return 0 if placement == "none" else batches * task.echo_elements_per_step(placement)
-
-
-def planned_sample_runs(plan: BenchmarkPlan, tasks: dict) -> list[RunConfig]:
-    """Sample-mode runs: all seeds' baselines first, then the largest echo shuffle's runs first."""
-    runs = []
-    for name in plan.tasks:
-        task = tasks[name]
-        placements = (plan.placements or {}).get(name, task.placements)
-        runs += [RunConfig("sample", name, "none", 1.0, 0, seed) for seed in plan.seeds if "none" in placements]
-        for batches in plan.echo_shuffle_batches:
-            for seed in plan.seeds:
-                for placement in placements:
-                    if placement == "none":
-                        continue
-                    for factor in plan.factors:
-                        runs.append(RunConfig("sample", name, placement, float(factor),
-                                              echo_shuffle_elements(task, placement, batches), seed))
-    return runs
-
-
-def best_echo_shuffle(records: list[Run], task: str, placement: str, factor: float, ratio: float,
-                      batch_size: int) -> Optional[int]:
-    """The sample runs' echo shuffle with the least modelled time at R, medians over seeds.
-
-    The modelled time of a run, in steps, is ``max(steps, fresh batches * R)``: the step or
-    the read, whichever is slower (:func:`reporting.modelled_steps`).
-    """
-    by_shuffle: dict = {}
-    for record in records:
-        config = record.config
-        if (config.mode, config.task, config.placement, config.factor) != ("sample", task, placement, factor):
-            continue
-        if config.auto_echo:
-            continue
-        by_shuffle.setdefault(config.echo_shuffle, []).append(
-            reporting.modelled_steps(record, ratio, batch_size) if record.reached else float("inf"))
-    finite = {shuffle: float(np.median(times)) for shuffle, times in by_shuffle.items()}
-    finite = {shuffle: t for shuffle, t in finite.items() if np.isfinite(t)}
-    return min(finite, key=finite.get) if finite else None
-
-
-def find_sample(records: list[Run], run: RunConfig) -> Optional[SampleRun]:
-    """The sample-mode record with the same task, placement, factor, shuffle and seed."""
-    want = RunConfig("sample", run.task, run.placement, run.factor, run.echo_shuffle, run.seed)
-    return next((r for r in records if r.config == want), None)
-
-
-def planned_replay_runs(plan: BenchmarkPlan, tasks: dict, records: list[Run]) -> list[RunConfig]:
-    """Replays of the fixed factors with their best echo shuffle, then AutoEcho's, per seed and R."""
-    runs = []
-    for name in plan.tasks:
-        task = tasks[name]
-        for ratio in plan.ratios:
-            for seed in plan.seeds:
-                for factor in plan.replay_factors:
-                    if factor == 1:
-                        runs.append(RunConfig("replay", name, "none", 1.0, 0, seed, float(ratio)))
-                        continue
-                    shuffle = best_echo_shuffle(records, name, task.default_point, float(factor), float(ratio),
-                                                task.settings.batch_size)
-                    if shuffle is not None:
-                        runs.append(RunConfig("replay", name, task.default_point, float(factor), shuffle, seed, float(ratio)))
-                if plan.auto_echo:
-                    shuffle = echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches))
-                    runs.append(RunConfig("replay", name, task.default_point, None, shuffle, seed, float(ratio),
-                                          auto_echo=True, max_factor=float(max(plan.replay_factors))))
-    return runs
-
-
-def planned_wallclock_runs(plan: BenchmarkPlan, tasks: dict) -> list[RunConfig]:
-    """Real training at every R: the fixed factors with the largest echo shuffle buffer, then AutoEcho."""
-    runs = []
-    for name in plan.tasks:
-        task = tasks[name]
-        shuffle = echo_shuffle_elements(task, task.default_point, max(plan.echo_shuffle_batches))
-        for seed in plan.seeds:
-            for ratio in plan.ratios:
-                for factor in plan.replay_factors:
-                    if factor == 1:
-                        runs.append(RunConfig("wallclock", name, "none", 1.0, 0, seed, float(ratio)))
-                    else:
-                        runs.append(RunConfig("wallclock", name, task.default_point, float(factor), shuffle, seed, float(ratio)))
-                if plan.auto_echo:
-                    runs.append(RunConfig("wallclock", name, task.default_point, None, shuffle, seed, float(ratio),
-                                          auto_echo=True, max_factor=float(max(plan.replay_factors))))
-    return runs
 
 
 def spec_of(run: RunConfig, task: Task, data: DataOptions, *, read_rate: Optional[float] = None,
@@ -271,7 +147,7 @@ def auto_echo_replay_steps(task: Task, records: list[Run], run: RunConfig) -> in
 
     Its training must cross within the replay to be timed; the budget caps it.
     """
-    steps = [r.steps for r in records if r.config.mode == "sample" and r.config.task == run.task
+    steps = [r.steps for r in records if r.config.mode == Mode.SAMPLE and r.config.task == run.task
              and r.config.seed == run.seed and r.reached and not r.config.auto_echo]
     return min(task.settings.budget_steps, int(1.5 * max(steps))) if steps else task.settings.budget_steps
 
@@ -332,9 +208,9 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
     results = results_io.ResultsFile(output, settings.record(), key=lambda record: read_run(record).config)
     data = DataOptions(source=source, cache_dir=cache_dir, num_train_examples=plan.num_train_examples)
     started = time.perf_counter()
-    stages = [("sample", lambda: planned_sample_runs(plan, tasks)),
-              ("replay", lambda: planned_replay_runs(plan, tasks, runs_of(results))),
-              ("wallclock", lambda: planned_wallclock_runs(plan, tasks))]
+    stages = [(Mode.SAMPLE, lambda: planned_sample_runs(plan, tasks)),
+              (Mode.REPLAY, lambda: planned_replay_runs(plan, tasks, runs_of(results))),
+              (Mode.WALLCLOCK, lambda: planned_wallclock_runs(plan, tasks))]
     for mode, planned in stages:
         if mode not in plan.modes:
             continue
@@ -344,9 +220,9 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
                 continue
             log(f"[{mode} {index}/{len(runs)}] {run.describe()}  ({(time.perf_counter() - started) / 60:.0f} min so far)")
             task = tasks[run.task]
-            if mode == "sample":
+            if mode == Mode.SAMPLE:
                 record = run_sample(run, task, data, log)
-            elif mode == "replay":
+            elif mode == Mode.REPLAY:
                 record = run_replay(run, task, plan, results, data, log)
             else:
                 record = run_wallclock(run, task, plan, results, data, log)
@@ -358,6 +234,9 @@ def run_plan(plan: BenchmarkPlan, output: Path, tasks: dict, *, source=None, cac
 def parse_arguments(argv=None) -> tuple[argparse.Namespace, BenchmarkPlan]:
     """The command line and the plan it asks for."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plan", choices=sorted(PLANS),
+                        help="a named plan (benchmarks/lib/plans.py): the runs behind a committed results file; "
+                             "the options below narrow an invocation without one")
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS))
     parser.add_argument("--modes", nargs="+", choices=MODES)
     parser.add_argument("--seeds", nargs="+", type=int)
@@ -387,6 +266,11 @@ def parse_arguments(argv=None) -> tuple[argparse.Namespace, BenchmarkPlan]:
     plan = BenchmarkPlan()
     chosen = {name: getattr(args, name) for name in ("tasks", "modes", "seeds", "factors", "echo_shuffle_batches", "ratios",
                                                      "replay_factors", "step_seconds")}
+    if args.plan:
+        narrowing = sorted(f"--{name.replace('_', '-')}" for name, value in {**chosen, "placements": args.placements,
+                                                                           "no_auto_echo": args.no_auto_echo}.items() if value)
+        if narrowing:
+            parser.error(f"--plan: a named plan sets its runs; it takes no {', '.join(narrowing)}")
     plan = dataclasses.replace(plan, **{k: v for k, v in chosen.items() if v}, auto_echo=not args.no_auto_echo,
                                time_only=args.time_only)
     for name in ("factors", "replay_factors"):
@@ -409,84 +293,29 @@ def parse_arguments(argv=None) -> tuple[argparse.Namespace, BenchmarkPlan]:
     return args, plan
 
 
-def decides_alike(timeline: AutoEchoTimeline, run: RunConfig, tasks: dict) -> bool:
-    """Whether today's law, fed the timeline's step times and fresh counts, sets the factor it held at every step.
-
-    The replay (:func:`benchmarks.lib.replay.replay`) records the factor in force at each
-    step and hands the controller each step's end and fresh count; a law that sets the
-    same factors from the same figures would have made the same timeline.
-    """
-    if timeline.fresh is None:
-        return False  # Timed without the fresh count, which the law now requires.
-    task = tasks[run.task]
-    controller = replay.auto_echo_controller(task, run.placement, run.max_factor)
-    current = timeline.factors[0]
-    for step, (seconds, factor, counted) in enumerate(zip(timeline.seconds, timeline.factors, timeline.fresh)):
-        if factor != current:
-            return False
-        if controller.observe(step, seconds, fresh=counted) is not None:
-            current = controller.factor
-    return True
-
-
-def carry_timelines(output: Path, tasks: dict, log=print) -> tuple[int, int]:
-    """Relabels the saved AutoEcho timelines of another law that today's law decides alike; drops the others.
-
-    A dropped timeline's trained run goes too, so that the next invocation times it again
-    (alone on the machine, ``--time-only``) and trains on it. Returns (carried, dropped).
-    """
-    carried = []
-
-    def revise(of: dict, value: dict) -> Optional[dict]:
-        timeline, run = AutoEchoTimeline.from_record(value), RunConfig.from_record(of)
-        if timeline.law == echoing.controller.LAW:
-            return value
-        if not decides_alike(timeline, run, tasks):
-            log(f"{run.describe()}: decided otherwise by {echoing.controller.LAW}, dropped: time it again")
-            return None
-        carried.append(run)
-        log(f"{run.describe()}: decided alike by {echoing.controller.LAW}, carried")
-        return dataclasses.replace(timeline, law=echoing.controller.LAW).record()
-
-    results = results_io.ResultsFile(output, None, key=lambda record: read_run(record).config)
-    dropped = results.revise_measurements("auto_echo_timelines", revise, key_of=RunConfig.from_record)
-    return len(carried), len(dropped)
-
-
-def retime_other_machines(output: Path, log=print) -> int:
-    """Drops what another CPU timed: fixed factors' replays, AutoEcho's timelines and the runs trained on them.
-
-    A replay's time per step is the machine's, so a comparison of factors is made on one
-    CPU; returns how many records and timelines were dropped.
-    """
-    cpu = results_io.this_machine().cpu
-    results = results_io.ResultsFile(output, None, key=lambda record: read_run(record).config)
-    # A timeline is not stamped; the AutoEcho run trained on it is, and was timed with it.
-    timed_on = {read_run(record).config: results.machine_of(record).cpu for record in results.runs}
-    file_cpu = results.machine_of({}).cpu
-    runs = results.drop(lambda record, machine: read_run(record).config.mode == "replay" and machine.cpu != cpu)
-    for record in runs:
-        log(f"{read_run(record).config.describe()}: timed on another CPU ({results.machine_of(record).cpu}), "
-            "dropped: time it again")
-    timelines = results.revise_measurements(
-        "auto_echo_timelines", lambda of, value: None if timed_on.get(RunConfig.from_record(of), file_cpu) != cpu else value,
-        key_of=RunConfig.from_record)
-    return len(runs) + len(timelines)
+def parts_of(args: argparse.Namespace, plan: BenchmarkPlan) -> tuple[list[BenchmarkPlan], str]:
+    """What an invocation runs, and the results file's name: a named plan's parts, or the one plan its options make."""
+    if not args.plan:
+        return [plan], "time_to_target"
+    named: NamedPlan = PLANS[args.plan]
+    return [dataclasses.replace(part, time_only=args.time_only) for part in named.parts], named.results_file
 
 
 def main(argv=None) -> None:
     args, plan = parse_arguments(argv)
-    output = args.output or args.output_dir / "time_to_target.json"
+    parts, results_file = parts_of(args, plan)
+    output = args.output or args.output_dir / f"{results_file}.json"
     if args.retime_other_machines:
-        print(f"{output}: {retime_other_machines(output)} dropped, timed on another CPU than this one")
+        print(f"{output}: {upkeep.retime_other_machines(output)} dropped, timed on another CPU than this one")
         return
     if args.carry_timelines:
-        carried, dropped = carry_timelines(output, TASKS)
+        carried, dropped = upkeep.carry_timelines(output, TASKS)
         print(f"{output}: {carried} timelines carried to {echoing.controller.LAW}, {dropped} dropped")
         return
     if args.fresh and output.exists():
         output.unlink()
-    run_plan(plan, output, TASKS, source=args.source)
+    for part in parts:
+        run_plan(part, output, TASKS, source=args.source)
     print_report(output)
 
 

@@ -126,3 +126,17 @@ def test_no_commit_hash_outside_the_decision_records():
     files += [p for d in ("echoing", "benchmarks", "pipelines", "tests", "examples") for p in (root / d).rglob("*.py")]
     found = [(str(f.relative_to(root)), m) for f in files for m in commit.findall(f.read_text())]
     assert not found, found
+
+
+def commands_named(text: str) -> set[str]:
+    """The distinct ``python -m ...`` commands a page names, each with its options."""
+    return {" ".join(match.split()) for match in re.findall(r"python -m [\w.]+(?: --?[\w-]+(?: [\w./=-]+)*)*", text)}
+
+
+def test_no_results_page_names_more_than_eight_commands():
+    # A page lists its named plans (benchmarks/lib/plans.py), not a log of invocations.
+    assert commands_named("`python -m benchmarks.demo --quick`; python -m benchmarks.demo") == {
+        "python -m benchmarks.demo --quick", "python -m benchmarks.demo"}
+    for page in sorted((ROOT / "docs" / "results").glob("*.md")):
+        commands = commands_named(page.read_text())
+        assert len(commands) <= 8, (page.name, sorted(commands))

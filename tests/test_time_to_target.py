@@ -9,11 +9,11 @@ import pytest
 import echoing
 
 from benchmarks import time_to_target as T
-from benchmarks.lib import plots, reporting, results_io
+from benchmarks.lib import plans, plots, reporting, results_io, upkeep
 from benchmarks.lib.reporting import Measure
 from benchmarks.lib.run_records import (AutoEchoRun, CurvePoint, MeasuredPipeline, MeasuredRates, PipelineMeasure,
                                         PipelineOf, RateRound, Rates, RatesOf, RunConfig, SampleRun, TimedRun,
-                                        TimeToTargetResults, read_run)
+                                        TimeToTargetResults, read_run, time_to_target)
 from benchmarks.lib.tasks import EMBEDDED, TASKS, DataOptions, RunSpec
 from benchmarks.lib.training import crossing, fresh_examples, scheduled_fresh_examples
 
@@ -35,7 +35,7 @@ STEP_SECONDS = 0.01
 def finished(tmp_path_factory):
     """One tiny plan: both tasks in sample mode, then the ResNet replayed at R=2 with AutoEcho."""
     directory = tmp_path_factory.mktemp("ttt")
-    plan = T.BenchmarkPlan(tasks=["resnet", "transformer"], modes=["sample"], factors=[2], echo_shuffle_batches=[2, 0],
+    plan = plans.BenchmarkPlan(tasks=["resnet", "transformer"], modes=["sample"], factors=[2], echo_shuffle_batches=[2, 0],
                            seeds=[0], ratios=[2], replay_factors=[1, 2], step_seconds=STEP_SECONDS, num_train_examples=1000,
                            placements={"resnet": ["none", "before_augment", "after_batch"], "transformer": ["none", "example"]})
     output = directory / "time_to_target.json"
@@ -93,7 +93,7 @@ def auto(config, steps, seconds=None, seconds_in_steps=None, held_factor=None):
 def test_every_planned_sample_run_is_recorded_and_confirmed_by_a_second_evaluation(finished):
     output, plan, *_ = finished
     recorded = collections.Counter(r.config for r in records(output, "sample"))
-    assert recorded == collections.Counter(T.planned_sample_runs(plan, TINY_TASKS))
+    assert recorded == collections.Counter(plans.planned_sample_runs(plan, TINY_TASKS))
     for record in records(output, "sample"):
         assert record.reached  # The tiny targets are met at every evaluation...
         assert record.steps == 2  # ...so the first of two in a row is the one at step 2,
@@ -113,9 +113,9 @@ def test_no_buffer_fill_is_counted_as_fresh(finished):
 
 def test_echo_shuffle_buffers_are_given_in_batches_worth():
     task = TASKS["resnet"]
-    assert T.echo_shuffle_elements(task, "before_augment", 8) == 8 * 128
-    assert T.echo_shuffle_elements(task, "after_batch", 8) == 8
-    assert T.echo_shuffle_elements(task, "none", 8) == 0
+    assert plans.echo_shuffle_elements(task, "before_augment", 8) == 8 * 128
+    assert plans.echo_shuffle_elements(task, "after_batch", 8) == 8
+    assert plans.echo_shuffle_elements(task, "none", 8) == 0
 
 
 def test_crossing_needs_two_evaluations_in_a_row():
@@ -152,7 +152,7 @@ def test_replays_time_the_sample_runs_steps_with_their_best_echo_shuffle(finishe
     fixed = [r for r in records(output, "replay") if not r.config.auto_echo]
     assert sorted((r.config.placement, r.config.factor) for r in fixed) == [("before_augment", 2.0), ("none", 1.0)]
     for record in fixed:
-        found = T.find_sample(results.runs, record.config)
+        found = plans.find_sample(results.runs, record.config)
         assert record.steps == found.steps == 2
         assert record.seconds >= 2 * STEP_SECONDS and record.startup_seconds > 0
     (measured,) = results.pipelines
@@ -183,7 +183,7 @@ def test_timelines_of_another_law_are_carried_when_todays_law_decides_alike_and_
         copy.write_text(json.dumps({**document, "results": {**document["results"], "auto_echo_timelines": [
             {**saved, "value": timeline}]}}))
         lines = []
-        carried, dropped = T.carry_timelines(copy, TINY_TASKS, log=lines.append)
+        carried, dropped = upkeep.carry_timelines(copy, TINY_TASKS, log=lines.append)
         results = json.loads(copy.read_text())["results"]
         autos = [r for r in results["runs"] if r["config"]["auto_echo"]]
         if name == "alike":
@@ -203,13 +203,13 @@ def test_replays_timed_on_another_cpu_are_dropped_with_autoechos_timeline_and_th
     copy = tmp_path / "time_to_target.json"
     copy.write_text(json.dumps({**document, "results": {**document["results"], "runs": runs}}))
     lines = []
-    dropped = T.retime_other_machines(copy, log=lines.append)
+    dropped = upkeep.retime_other_machines(copy, log=lines.append)
     results = json.loads(copy.read_text())["results"]
     replays = sum(r["config"]["mode"] == "replay" for r in document["results"]["runs"])
     assert dropped == replays + 1 and len(lines) == replays  # The replays, and AutoEcho's timeline.
     assert all(r["config"]["mode"] != "replay" for r in results["runs"]) and results["auto_echo_timelines"] == []
     assert len(results["runs"]) == len(runs) - replays  # The sample runs stay.
-    assert T.retime_other_machines(copy, log=lines.append) == 0  # Nothing more of another CPU's.
+    assert upkeep.retime_other_machines(copy, log=lines.append) == 0  # Nothing more of another CPU's.
 
 
 def test_best_echo_shuffle_minimises_the_modelled_time():
@@ -218,10 +218,10 @@ def test_best_echo_shuffle_minimises_the_modelled_time():
 
     runs = [record(0, 0, 1000, 32000), record(0, 1, 1000, 32000), record(512, 0, 500, 16000), record(512, 1, 520, 16640)]
     # At R=4, reading 125-130 batches takes 500-520 steps; with no buffer 1,000 steps bind.
-    assert T.best_echo_shuffle(runs, "resnet", "before_augment", 4.0, 4.0, 128) == 512
+    assert plans.best_echo_shuffle(runs, "resnet", "before_augment", 4.0, 4.0, 128) == 512
     runs += [record(1024, 0, 400, 12800), record(1024, 1, None, None, reached=False)]
-    assert T.best_echo_shuffle(runs, "resnet", "before_augment", 4.0, 4.0, 128) == 512  # A seed that failed counts as infinite.
-    assert T.best_echo_shuffle(runs, "resnet", "before_augment", 8.0, 4.0, 128) is None
+    assert plans.best_echo_shuffle(runs, "resnet", "before_augment", 4.0, 4.0, 128) == 512  # A seed that failed counts as infinite.
+    assert plans.best_echo_shuffle(runs, "resnet", "before_augment", 8.0, 4.0, 128) is None
 
 
 def test_rerun_skips_finished_configurations(finished):
@@ -281,11 +281,39 @@ def test_same_seed_ratios_and_their_spread():
 def test_command_line_narrows_the_plan():
     _, plan = T.parse_arguments(["--tasks", "transformer", "--modes", "sample", "--seeds", "0", "--placements", "none", "example",
                                  "--factors", "2", "4", "--echo-shuffle-batches", "0"])
-    runs = T.planned_sample_runs(plan, TASKS)
+    runs = plans.planned_sample_runs(plan, TASKS)
     assert [(r.placement, r.factor, r.echo_shuffle) for r in runs] == [("none", 1.0, 0), ("example", 2.0, 0), ("example", 4.0, 0)]
     _, plan = T.parse_arguments(["--ratios", "2", "--replay-factors", "1", "2", "--no-auto-echo", "--step-seconds", "0.05"])
     assert (plan.ratios, plan.replay_factors, plan.auto_echo, plan.step_seconds) == ([2.0], [1.0, 2.0], False, 0.05)
     assert T.parse_arguments(["--ratios", "0.7"])[1].ratios == [0.7]  # R < 1: not input-bound, allowed.
+
+
+def test_a_named_plan_runs_its_parts_into_its_results_file():
+    args, plan = T.parse_arguments(["--plan", "nine-seeds", "--time-only"])
+    parts, results_file = T.parts_of(args, plan)
+    assert results_file == "time_to_target_seeds" and len(parts) == 2 and all(part.time_only for part in parts)
+    assert [part.modes for part in parts] == [["sample"], ["replay"]] and parts[1].seeds == list(range(9))
+    args, plan = T.parse_arguments(["--ratios", "2"])
+    assert T.parts_of(args, plan) == ([plan], "time_to_target")
+
+
+@pytest.mark.parametrize("argv", [["--plan", "samples", "--seeds", "0"], ["--plan", "resnet-replay", "--no-auto-echo"],
+                                  ["--plan", "nowhere"]])
+def test_a_named_plan_takes_no_options_that_narrow_it(argv, capsys):
+    with pytest.raises(SystemExit):
+        T.parse_arguments(argv)
+    assert "--plan" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("results_file", ["time_to_target", "time_to_target_seeds"])
+def test_every_committed_run_is_made_by_a_named_plan(results_file):
+    _, results = time_to_target(results_io.read_results(results_io.RESULTS_DIR / f"{results_file}.json"))
+    found, orphans = plans.coverage(plans.plans_of(results_file), list(results.runs))
+    assert orphans == [] and found and all(0 < c.held <= c.planned for c in found)
+    # A run no plan makes is refused by the page's table, naming it.
+    stray = dataclasses.replace(results.runs[0], config=dataclasses.replace(results.runs[0].config, seed=99))
+    with pytest.raises(ValueError, match="seed=99"):
+        plans.plans_table(results_file, list(results.runs) + [stray])
 
 
 @pytest.mark.parametrize("argv", [["--placements", "nowhere"], ["--factors", "0.5"], ["--ratios", "0"],

@@ -19,6 +19,7 @@ from typing import Optional
 
 import echoing
 from echoing import simulation
+from benchmarks.lib.run_records import Mode
 
 # Progress per step at factor e, as a share of a fresh step's: 1 / (1 + PROGRESS_SLOPE (e - 1))
 # gives the Transformer's steps to target at e = 1, 2, 4 when it read whole files (1,750,
@@ -44,7 +45,7 @@ def progress_slope(runs: list, task: str, placement: str, echo_shuffle: int) -> 
     steps = collections.defaultdict(list)
     for record in runs:
         config = record.config
-        if (config.task == task and config.mode == "sample" and not config.auto_echo and record.reached
+        if (config.task == task and config.mode == Mode.SAMPLE and not config.auto_echo and record.reached
                 and (config.factor == 1.0 or (config.placement, config.echo_shuffle) == (placement, echo_shuffle))):
             steps[config.factor].append(record.steps)
     if 1.0 not in steps or len(steps) < 2:

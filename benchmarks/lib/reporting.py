@@ -31,7 +31,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from benchmarks.lib import results_io, run_records
-from benchmarks.lib.run_records import Run, RunConfig, TimeToTargetResults
+from benchmarks.lib.run_records import Mode, Run, RunConfig, TimeToTargetResults
 from benchmarks.lib.tables import markdown_table
 
 
@@ -102,7 +102,7 @@ class Row:
         return next(value for m, value in self.ratios if m == measure)
 
 
-def rows(results: TimeToTargetResults, mode: str, measures: tuple[Measure, ...]) -> list[Row]:
+def rows(results: TimeToTargetResults, mode: Mode, measures: tuple[Measure, ...]) -> list[Row]:
     """One row per configuration of ``mode``: spreads of ``measures`` and of their same-seed ratios to the baseline."""
     records = [r for r in results.runs if r.config.mode == mode]
     groups: dict = {}
@@ -126,15 +126,15 @@ def rows(results: TimeToTargetResults, mode: str, measures: tuple[Measure, ...])
 
 
 def sample_rows(results: TimeToTargetResults) -> list[Row]:
-    return rows(results, "sample", (Measure.FRESH_EXAMPLES, Measure.STEPS))
+    return rows(results, Mode.SAMPLE, (Measure.FRESH_EXAMPLES, Measure.STEPS))
 
 
 def replay_rows(results: TimeToTargetResults) -> list[Row]:
-    return rows(results, "replay", (Measure.SECONDS_IN_STEPS, Measure.FRESH_EXAMPLES, Measure.STEPS, Measure.HELD_FACTOR))
+    return rows(results, Mode.REPLAY, (Measure.SECONDS_IN_STEPS, Measure.FRESH_EXAMPLES, Measure.STEPS, Measure.HELD_FACTOR))
 
 
 def wallclock_rows(results: TimeToTargetResults) -> list[Row]:
-    return rows(results, "wallclock", (Measure.SECONDS, Measure.SECONDS_IN_STEPS, Measure.FRESH_EXAMPLES, Measure.STEPS,
+    return rows(results, Mode.WALLCLOCK, (Measure.SECONDS, Measure.SECONDS_IN_STEPS, Measure.FRESH_EXAMPLES, Measure.STEPS,
                                        Measure.HELD_FACTOR))
 
 
@@ -177,7 +177,7 @@ def replay_table(results: TimeToTargetResults) -> str:
     measured: dict = {}
     for m in results.pipelines or ():
         measured.setdefault((m.of.task, m.of.ratio), []).append(m.value.measured_ratio)
-    realised = runs_ratio(results, "replay")
+    realised = runs_ratio(results, Mode.REPLAY)
     rows = []
     for r in replay_rows(results):
         key = (r.config.task, r.config.ratio)
@@ -192,10 +192,10 @@ def replay_table(results: TimeToTargetResults) -> str:
                            "steps"], rows, align="lrrrlrrrrrr")
 
 
-def runs_ratio(results: TimeToTargetResults, mode: str) -> dict:
+def runs_ratio(results: TimeToTargetResults, mode: Mode) -> dict:
     """R over whole runs, per task and R: each seed's baseline time per step over the training step's own.
 
-    ``mode`` is ``"replay"`` or ``"wallclock"``; they differ only in where the step's own
+    ``mode`` is ``Mode.REPLAY`` or ``Mode.WALLCLOCK``; they differ only in where the step's own
     time comes from. In the replay it is ``t_step``, the unit of ``seconds_in_steps``, so R
     is the baseline's step times over its steps. On this CPU it is the step under load,
     taken from the same seed's largest fixed e (above R, so the step and not the read sets
@@ -209,7 +209,7 @@ def runs_ratio(results: TimeToTargetResults, mode: str) -> dict:
     >>> runs_ratio(TimeToTargetResults((run(1.0, 200.0, 500), run(8.0, 70.0, 700))), "wallclock")
     {('resnet', 4.0): [4.0]}
     """
-    if mode not in ("replay", "wallclock"):
+    if mode not in (Mode.REPLAY, Mode.WALLCLOCK):
         raise ValueError(f"mode: expected 'replay' or 'wallclock', got {mode!r}")
     runs = [r for r in results.runs if r.config.mode == mode and r.seconds_in_steps]
     ratios: dict = {}
@@ -217,7 +217,7 @@ def runs_ratio(results: TimeToTargetResults, mode: str) -> dict:
         config = base.config
         if config != config.baseline():
             continue
-        if mode == "replay":
+        if mode == Mode.REPLAY:
             step_seconds, base_seconds = 1.0, base.seconds_in_steps
         else:
             echoed = [r for r in runs if r.config.baseline() == config and not r.config.auto_echo and r.config != config]
@@ -236,7 +236,7 @@ def wallclock_table(results: TimeToTargetResults) -> str:
     the runs (:func:`runs_ratio`).
     """
     measured = {(m.of.task, m.of.ratio): m.value for m in results.rates or ()}
-    over_runs = runs_ratio(results, "wallclock")
+    over_runs = runs_ratio(results, Mode.WALLCLOCK)
     rows = []
     for r in wallclock_rows(results):
         key = (r.config.task, r.config.ratio)
@@ -292,7 +292,7 @@ def of_seeds(results: TimeToTargetResults, seeds: Sequence[int]) -> TimeToTarget
     """The runs (and their pipelines' measures and timelines) of ``seeds`` only: a table of the seeds a law was chosen on, or of seeds held out from it.
 
     >>> from benchmarks.lib.run_records import SampleRun
-    >>> run = lambda seed: SampleRun(RunConfig("sample", "t", "p", 2.0, 8, seed), 0.8, True, 100, 0.0, 1.0, 2.0, (), "")
+    >>> run = lambda seed: SampleRun(RunConfig("sample", "resnet", "before_augment", 2.0, 8, seed), 0.8, True, 100, 0.0, 1.0, 2.0, (), "")
     >>> [r.config.seed for r in of_seeds(TimeToTargetResults((run(0), run(3), run(4))), (3, 4, 5)).runs]
     [3, 4]
     """
@@ -305,7 +305,7 @@ def of_seeds(results: TimeToTargetResults, seeds: Sequence[int]) -> TimeToTarget
     return kept
 
 
-def best_rows(results: TimeToTargetResults, mode: str = "replay") -> list[BestRow]:
+def best_rows(results: TimeToTargetResults, mode: Mode = Mode.REPLAY) -> list[BestRow]:
     """Per task and R (``mode`` is replay or wallclock): the best fixed e by median speedup, and AutoEcho against it, seed by seed."""
     rows_by_key: dict = {}
     for row in rows(results, mode, (Measure.SECONDS_IN_STEPS, Measure.HELD_FACTOR)):
@@ -348,7 +348,7 @@ def _auto_echo_pairs(runs: list[Run], task: str, ratio: float, fixed: RunConfig)
     return sorted(pairs, key=lambda pair: pair.seed)
 
 
-def paired_table(results: TimeToTargetResults, mode: str = "replay", factor_at_ratio: bool = False) -> str:
+def paired_table(results: TimeToTargetResults, mode: Mode = Mode.REPLAY, factor_at_ratio: bool = False) -> str:
     """Markdown: AutoEcho against each fixed configuration of the same task and R, seed by seed, then the median.
 
     For a results file that times AutoEcho beside one fixed factor over many seeds (no
@@ -385,16 +385,16 @@ def fixed_steps_table(results: TimeToTargetResults) -> str:
     to target carries on that task.
 
     >>> from benchmarks.lib.run_records import SampleRun
-    >>> run = lambda factor, seed, steps: SampleRun(RunConfig("sample", "t", "p", factor, 8, seed), 0.8, True, steps,
+    >>> run = lambda factor, seed, steps: SampleRun(RunConfig("sample", "resnet", "before_augment", factor, 8, seed), 0.8, True, steps,
     ...                                             0.0, 1.0, factor, (), "")
     >>> print(fixed_steps_table(TimeToTargetResults((run(2.0, 0, 100), run(2.5, 0, 120), run(2.0, 1, 100), run(2.5, 1, 90)))))
     | task | placement (echo shuffle) | seed | e = 2 | e = 2.5 |
     |---|---|---:|---:|---:|
-    | t | p (8) | 0 | 100 | 120 |
-    | t | p (8) | 1 | 100 | 90 |
-    | t | p (8) | median over e = 2 | | 1.05 (0.90-1.20) |
+    | resnet | before_augment (8) | 0 | 100 | 120 |
+    | resnet | before_augment (8) | 1 | 100 | 90 |
+    | resnet | before_augment (8) | median over e = 2 | | 1.05 (0.90-1.20) |
     """
-    runs = [r for r in results.runs if r.config.mode == "sample" and not r.config.auto_echo and r.reached]
+    runs = [r for r in results.runs if r.config.mode == Mode.SAMPLE and not r.config.auto_echo and r.reached]
     groups = sorted({(r.config.task, r.config.placement, r.config.echo_shuffle) for r in runs})
     factors = sorted({r.config.factor for r in runs})
     rows = []
@@ -413,7 +413,7 @@ def fixed_steps_table(results: TimeToTargetResults) -> str:
                           align="llr" + "r" * len(factors))
 
 
-def best_table(results: TimeToTargetResults, mode: str = "replay") -> str:
+def best_table(results: TimeToTargetResults, mode: Mode = Mode.REPLAY) -> str:
     """Markdown: per R, the best fixed e's speedup, AutoEcho's, and AutoEcho's time over the best's (same seed)."""
     rows = []
     for r in best_rows(results, mode):

@@ -17,11 +17,41 @@ True
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Optional, Union
 
+from echoing import EchoPoint
 from benchmarks.lib.results_io import Record
 
-MODES = ("sample", "replay", "wallclock")
+
+class Mode(str, enum.Enum):
+    """How a run is measured: trained without a throttle, replayed on the modelled host, or trained on this CPU."""
+
+    SAMPLE = "sample"
+    REPLAY = "replay"
+    WALLCLOCK = "wallclock"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class TaskName(str, enum.Enum):
+    """The tasks of :data:`benchmarks.lib.tasks.TASKS`, by name."""
+
+    RESNET = "resnet"
+    TRANSFORMER = "transformer"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+MODES = tuple(mode.value for mode in Mode)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,9 +59,9 @@ class RunConfig(Record):
     """One run's settings.
 
     Attributes:
-      mode: ``"sample"``, ``"replay"`` or ``"wallclock"``.
-      task: a key of :data:`benchmarks.lib.tasks.TASKS`.
-      placement: echo point (``"none"`` for the baseline).
+      mode: the :class:`Mode`.
+      task: the :class:`TaskName`, a key of :data:`benchmarks.lib.tasks.TASKS`.
+      placement: the :class:`echoing.EchoPoint` (``NONE`` for the baseline).
       factor: the fixed echo factor; ``None`` with ``auto_echo``.
       echo_shuffle: echo shuffle buffer size (elements of the echo stage).
       seed: seeds data order, augmentation, echo and initial weights.
@@ -40,9 +70,9 @@ class RunConfig(Record):
       max_factor: with ``auto_echo``, the largest factor the controller may set; else ``None``.
     """
 
-    mode: str
-    task: str
-    placement: str
+    mode: Mode
+    task: TaskName
+    placement: EchoPoint
     factor: Optional[float]
     echo_shuffle: int
     seed: int
@@ -51,8 +81,13 @@ class RunConfig(Record):
     max_factor: Optional[float] = None
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise ValueError(f"mode: expected one of {MODES}, got {self.mode!r}")
+        # Names given as strings (a command line's, say) become the enums, or fail naming the setting.
+        for name, kind in (("mode", Mode), ("task", TaskName), ("placement", EchoPoint)):
+            value = getattr(self, name)
+            try:
+                object.__setattr__(self, name, kind(value))
+            except ValueError:
+                raise ValueError(f"{name}: expected one of {[k.value for k in kind]}, got {value!r}") from None
         if self.auto_echo and (self.factor is not None or self.max_factor is None):
             raise ValueError(f"factor, max_factor: AutoEcho sets the factor up to max_factor; expected factor=None and "
                              f"a max_factor, got factor={self.factor!r}, max_factor={self.max_factor!r}")
@@ -62,11 +97,11 @@ class RunConfig(Record):
 
     @property
     def is_baseline(self) -> bool:
-        return self.placement == "none"
+        return self.placement == EchoPoint.NONE
 
     def baseline(self) -> "RunConfig":
         """The same seed, mode, task and R without echo."""
-        return dataclasses.replace(self, placement="none", factor=1.0, echo_shuffle=0, auto_echo=False, max_factor=None)
+        return dataclasses.replace(self, placement=EchoPoint.NONE, factor=1.0, echo_shuffle=0, auto_echo=False, max_factor=None)
 
     def without_seed(self) -> "RunConfig":
         """The configuration the seeds of one setting share (seed 0 stands for all)."""
@@ -294,7 +329,7 @@ def read_run(record: dict) -> Run:
     ('SampleRun', True)
     """
     config = RunConfig.from_record(record["config"])
-    kind = SampleRun if config.mode == "sample" else AutoEchoRun if config.auto_echo else TimedRun
+    kind = SampleRun if config.mode == Mode.SAMPLE else AutoEchoRun if config.auto_echo else TimedRun
     return kind.from_record(record)
 
 
