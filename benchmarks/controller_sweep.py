@@ -44,8 +44,8 @@ from benchmarks.lib.frontier import (CHOSEN_AT, FrontierSummary, KnownFactor, fr
                                      summarize_frontier)
 from benchmarks.lib.in_step import Pair, PairResult, PairSummary, Signals, pair_table, summarize_pairs, sweep_pairs
 from benchmarks.lib.loops import (FIRST_REPORTED_SEED, FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SETTLE_AFTER_CHANGE,
-                                  SLOPES, SLOWER_TOLERANCE, Case, Change, draw_case, grid, max_steps, quantile,
-                                  run_fixed, slower_counts)
+                                  SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, distribution, draw_case, grid,
+                                  max_steps, quantile, run_fixed)
 from benchmarks.lib.tables import markdown_table
 
 
@@ -251,18 +251,12 @@ def document_pair_table(document: dict) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Summary(results_io.Record):
-    """The distribution of one contender at one slope."""
+class Summary(Distribution):
+    """The :class:`~benchmarks.lib.loops.Distribution` of one contender at one slope, and its worst case's seed, its
+    cases at or above ``max_factor`` and those where R changed."""
 
     contender: Contender
-    slope: float
-    cases: int
-    p50: float
-    p95: float
-    worst: float
     worst_seed: int
-    slower_than_none: int
-    slower_beyond_tolerance: int  # slower than no echo by more than SLOWER_TOLERANCE
     max_cases: int
     worst_over_max: float
     change_cases: int
@@ -275,9 +269,8 @@ def summarize(results: list[Result], contender: Contender, slope: float) -> Summ
     worst = max(mine, key=lambda r: r.over_best)
     at_max = [r for r in mine if r.ratio_at_or_above_max]
     changed = [r for r in mine if not math.isnan(r.near_share)]
-    return Summary(contender=contender, slope=slope, cases=len(mine), p50=statistics.median(over), p95=quantile(over, 0.95),
-                   worst=worst.over_best, worst_seed=worst.seed,
-                   **slower_counts([r.over_none for r in mine]), max_cases=len(at_max),
+    return Summary(contender=contender, **distribution(slope, over, [r.over_none for r in mine]), worst_seed=worst.seed,
+                   max_cases=len(at_max),
                    worst_over_max=max((r.over_max for r in at_max), default=math.nan),
                    change_cases=len(changed), change_met=sum(r.near_share >= 0.9 for r in changed))
 

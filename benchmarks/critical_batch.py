@@ -38,10 +38,11 @@ import tensorflow as tf
 import echoing
 from benchmarks.lib import results_io
 from benchmarks.lib.step_times import StepTimes
-from benchmarks.lib.tasks import DataOptions, RunSpec, Task, TaskSettings, task_for
+from benchmarks.lib.tasks import DataOptions, Task, TaskSettings, fixed_run, task_for
 from benchmarks.lib.run_records import CurvePoint
 from benchmarks.lib.training import train_to_target
 from benchmarks.lib.tables import markdown_table
+from benchmarks.lib.tradeoff import Summary, summarise
 from pipelines import image
 
 
@@ -123,34 +124,6 @@ class BatchRun(results_io.Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class SummaryRow(results_io.Record):
-    """One batch size over its seeds: medians of steps and examples (runs that reached the target) and of ``B_simple``."""
-
-    batch_size: int
-    runs: int
-    reached: int
-    steps: Optional[float]
-    examples: Optional[float]
-    b_simple_median: Optional[float]
-    b_simple_final: Optional[float]
-
-
-@dataclasses.dataclass(frozen=True)
-class Fit(results_io.Record):
-    """``S = S_min + E_min / B`` fitted; ``b_crit = E_min / S_min`` (``None`` unless both are positive)."""
-
-    s_min: float
-    e_min: float
-    b_crit: Optional[float]
-
-
-@dataclasses.dataclass(frozen=True)
-class Summary(results_io.Record):
-    rows: tuple[SummaryRow, ...]
-    fit: Optional[Fit]
-
-
-@dataclasses.dataclass(frozen=True)
 class Overhead(results_io.Record):
     """Seconds per step with and without :class:`echoing.NoiseScaleCallback`, medians over repeats.
 
@@ -175,13 +148,17 @@ class ExperimentSettings(results_io.Record):
 
 @dataclasses.dataclass(frozen=True)
 class CriticalBatchResults(results_io.Record):
-    """Every run, their summary, and the callback's overhead (absent until measured)."""
+    """Every run, and the callback's overhead (absent until measured); their summary is derived, not stored."""
 
     OMITTED_WHEN_NONE = ("overhead",)
 
     runs: tuple[BatchRun, ...]
-    summary: Summary
     overhead: Optional[Overhead] = None
+
+    @property
+    def summary(self) -> Summary:
+        """The medians per batch size and the fit (:func:`benchmarks.lib.tradeoff.summarise`)."""
+        return summarise(list(self.runs))
 
 
 def task_at(settings: CriticalBatchSettings, batch_size: int) -> Task:
@@ -244,7 +221,7 @@ def train_at_batch_size(settings: CriticalBatchSettings, batch_size: int, seed: 
     """
     task = task_at(settings, batch_size)
     meter = NoiseScaleMeter(settings.noise_every_steps, settings.num_microbatches)
-    spec = RunSpec(task, "none", 1.0, 0, seed, read_rate=None, data=data_of(settings, cache_dir))
+    spec = fixed_run(task, data_of(settings, cache_dir), seed=seed)
     trained = train_to_target(spec, before_step=meter, log=lambda line: None)
     reached = trained.reached
     smoothed = [m.b_simple_smoothed for m in meter.measurements if not math.isnan(m.b_simple_smoothed)]
@@ -259,51 +236,13 @@ def train_at_batch_size(settings: CriticalBatchSettings, batch_size: int, seed: 
                     b_simple_final=smoothed[-1] if smoothed else None)
 
 
-def fit_tradeoff(batch_sizes, steps) -> Fit:
-    """Least-squares fit of ``S = S_min + E_min / B``.
-
-    >>> fit = fit_tradeoff([32, 64, 128, 256], [100 + 6400 / b for b in (32, 64, 128, 256)])
-    >>> round(fit.s_min, 6), round(fit.e_min, 3), round(fit.b_crit, 3)
-    (100.0, 6400.0, 64.0)
-    """
-    if len(batch_sizes) < 2:
-        raise ValueError(f"batch_sizes: the fit needs at least 2 batch sizes that reached the target, got {list(batch_sizes)}")
-    inverse = 1.0 / np.asarray(batch_sizes, dtype=float)
-    e_min, s_min = np.polyfit(inverse, np.asarray(steps, dtype=float), 1)
-    return Fit(s_min=float(s_min), e_min=float(e_min), b_crit=float(e_min / s_min) if s_min > 0 and e_min > 0 else None)
-
-
-def summarise(runs: list[BatchRun]) -> Summary:
-    """The fit over the medians per batch size, and the noise scale measured at each."""
-    by_batch: dict = {}
-    for run in runs:
-        by_batch.setdefault(run.batch_size, []).append(run)
-    rows = []
-    for batch_size in sorted(by_batch):
-        group = by_batch[batch_size]
-        done = [r for r in group if r.reached]
-        rows.append(SummaryRow(batch_size=batch_size, runs=len(group), reached=len(done),
-                               steps=statistics.median(r.steps for r in done) if done else None,
-                               examples=statistics.median(r.examples for r in done) if done else None,
-                               b_simple_median=_median(r.b_simple_median for r in group),
-                               b_simple_final=_median(r.b_simple_final for r in group)))
-    fitted = [r for r in rows if r.steps is not None]
-    fit = fit_tradeoff([r.batch_size for r in fitted], [r.steps for r in fitted]) if len(fitted) >= 2 else None
-    return Summary(rows=tuple(rows), fit=fit)
-
-
-def _median(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
 def measure_overhead(settings: CriticalBatchSettings, *, batch_size: int = 128, steps: int = 100, repeats: int = 5,
                      skip: int = 10, cache_dir=None) -> Overhead:
     """Seconds per step with and without the callback, alternated on one model, in-memory batches."""
     task = task_at(settings, batch_size)
     keras.utils.set_random_seed(0)
     model = task.build_model()
-    config = RunSpec(task, "none", 1.0, 0, 0, read_rate=None, data=data_of(settings, cache_dir)).pipeline_config()
+    config = fixed_run(task, data_of(settings, cache_dir)).pipeline_config()
     in_memory = image.train_dataset(config).take(16).cache().repeat()
     list(in_memory.take(16))  # Fill the cache before timing.
     callback = echoing.NoiseScaleCallback(every_n_steps=settings.noise_every_steps,
@@ -342,16 +281,12 @@ def run(settings: CriticalBatchSettings, output: Path, *, overhead: bool = True,
                 continue
             log(f"B={batch_size} seed={seed} (learning rate {task_at(settings, batch_size).settings.learning_rate:g})")
             results.add(train_at_batch_size(settings, batch_size, seed, cache_dir=cache_dir, log=log).record())
-            results.save_extra("summary", summarise(runs()).record())
     measured = results.extra.get("overhead")
     if overhead and measured is None:
         measured = measure_overhead(settings, cache_dir=cache_dir).record()
         results.save_extra("overhead", measured)
         log(f"callback overhead at every {settings.noise_every_steps} steps: {Overhead.from_record(measured).overhead:+.1%}")
-    summary = summarise(runs())
-    results.save_extra("summary", summary.record())
-    return CriticalBatchResults(runs=tuple(runs()), summary=summary,
-                                overhead=Overhead.from_record(measured) if measured is not None else None)
+    return CriticalBatchResults(runs=tuple(runs()), overhead=Overhead.from_record(measured) if measured is not None else None)
 
 
 def _run_key(record: dict) -> tuple[int, int]:

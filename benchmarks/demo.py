@@ -38,16 +38,18 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
-from echoing import EchoPoint
+import echoing
 from benchmarks.lib import replay, results_io
-from benchmarks.lib.run_records import CurvePoint, Mode, PipelineMeasure
+from benchmarks.lib.results_io import fields_of
+from benchmarks.lib.run_records import Mode, PipelineMeasure, RunConfig, Trained
+from benchmarks.lib.timelines import AutoEchoTimeline
 from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec, Task
 from benchmarks.lib.training import train_to_target
 from benchmarks.lib.tables import markdown_table
 
 
 @dataclasses.dataclass(frozen=True)
-class DemoConfig:
+class DemoConfig(results_io.Record):
     """Settings of the main job.
 
     Attributes:
@@ -119,114 +121,82 @@ def demo_task(config: DemoConfig, *, quick: bool = False) -> Task:
 
 
 @dataclasses.dataclass(frozen=True)
-class Training:
-    """One run to train to the target: its settings, and AutoEcho's schedule of factors (``None`` for a fixed factor)."""
-
-    name: str
-    spec: RunSpec
-    schedule: Optional[Sequence[float]] = None
-
-
-@dataclasses.dataclass(frozen=True)
 class DemoRun(results_io.Record):
-    """One run of the main job: its results record (:class:`DemoResults` holds one per run, in order).
+    """One run of the main job: which run it is, its training, and its time on the modelled host.
 
     Attributes:
       name: a label for the table and the plot ("baseline", "AutoEcho", "e=4"); never
-        read back: what a run is, its fields say.
-      placement: the :class:`echoing.EchoPoint` (``none`` for the baseline).
-      factor: the fixed echo factor; ``None`` for AutoEcho.
-      max_factor: the largest factor AutoEcho may set; ``None`` for a fixed factor.
-      echo_shuffle: the echo shuffle buffer, in elements of the echo stage.
-      reached: whether training met the target within the budget.
-      steps, fresh_examples: at the crossing (``None`` if not reached).
+        read back: what a run is, its ``config`` says.
+      config: the run (:class:`benchmarks.lib.run_records.RunConfig`, replay mode at the job's R).
+      trained: its training to the target (:class:`benchmarks.lib.run_records.Trained`;
+        ``trained.seconds`` is training's own clock on this CPU).
       seconds: time to target on the modelled host (``None`` if not reached, or past
         AutoEcho's replay).
-      realised_factor: the echo stage's steps over fresh elements in training.
-      curve: the evaluations (:class:`benchmarks.lib.run_records.CurvePoint`).
-      step_times: the replay's clock at every step (``None`` when not timed).
+      step_times: the replay's clock at every step (``None`` when not timed; AutoEcho's
+        is its timeline's, :attr:`DemoResults.auto_echo`).
 
-    >>> run = DemoRun("e=4", EchoPoint.BEFORE_AUGMENT, 4.0, None, 1024, True, 300, 9600.0, 6.5, 4.0, (), None)
-    >>> DemoRun.from_record(run.record()) == run, run.is_auto_echo, run.is_baseline
-    (True, False, False)
+    >>> config = RunConfig("replay", "resnet", "before_augment", 4.0, 1024, 0, 4.0)
+    >>> run = DemoRun("e=4", config, Trained(True, 300, 9600.0, 80.0, 4.0, ()), 6.5, None)
+    >>> DemoRun.from_record(run.record()) == run, run.is_auto_echo, run.is_baseline, run.steps
+    (True, False, False, 300)
     """
 
     name: str
-    placement: EchoPoint
-    factor: Optional[float]
-    max_factor: Optional[float]
-    echo_shuffle: int
-    reached: bool
-    steps: Optional[int]
-    fresh_examples: Optional[float]
+    config: RunConfig
+    trained: Trained
     seconds: Optional[float]
-    realised_factor: float
-    curve: tuple[CurvePoint, ...]
     step_times: Optional[tuple[float, ...]]
-
-    def __post_init__(self):
-        if (self.factor is None) == (self.max_factor is None):
-            raise ValueError(f"factor, max_factor: a run has a fixed factor or AutoEcho's max_factor, not "
-                             f"{'both' if self.factor is not None else 'neither'}; got factor={self.factor!r}, "
-                             f"max_factor={self.max_factor!r}")
 
     @property
     def is_auto_echo(self) -> bool:
-        return self.max_factor is not None
+        return self.config.auto_echo
 
     @property
     def is_baseline(self) -> bool:
-        return self.placement == EchoPoint.NONE
+        return self.config.is_baseline
 
+    @property
+    def reached(self) -> bool:
+        return self.trained.reached
 
+    @property
+    def steps(self) -> Optional[int]:
+        return self.trained.steps
 
-@dataclasses.dataclass(frozen=True)
-class AutoEchoChoice(results_io.Record):
-    """What AutoEcho's controller chose in the main job's replay: the first factor it held, from when, and every decision."""
-
-    held_factor: Optional[float]
-    held_from_step: Optional[int]
-    decisions: tuple[str, ...]
+    @property
+    def fresh_examples(self) -> Optional[float]:
+        return self.trained.fresh_examples
 
 
 @dataclasses.dataclass(frozen=True)
 class DemoResults(results_io.Record):
-    """The main job's results: the pipeline measured, AutoEcho's choice, the runs, and the job's time.
+    """The main job's results: the pipeline measured, AutoEcho's timed replay, the runs, and the job's time.
 
     Attributes:
       pipeline: the throttled pipeline (:class:`benchmarks.lib.run_records.PipelineMeasure`).
-      auto_echo: what AutoEcho chose on the modelled host.
+      auto_echo: AutoEcho's replay on the modelled host, with its decisions
+        (:class:`benchmarks.lib.timelines.AutoEchoTimeline`).
       runs: every run, in the order they ran.
       job_seconds: the whole job; data_seconds: the embedded data's reading (its
         generation, the first time).
     """
 
     pipeline: PipelineMeasure
-    auto_echo: AutoEchoChoice
+    auto_echo: AutoEchoTimeline
     runs: tuple[DemoRun, ...]
     job_seconds: float
     data_seconds: float
 
+    def clock_of(self, run: DemoRun) -> Optional[tuple[float, ...]]:
+        """The replay's clock at every step of ``run``: its own replay's, or AutoEcho's timeline."""
+        return self.auto_echo.seconds if run.is_auto_echo else run.step_times
+
 
 @dataclasses.dataclass(frozen=True)
-class DemoSettings(results_io.Record):
+class DemoSettings(DemoConfig):
     """The main job's settings as its results file holds them: the :class:`DemoConfig`, and whether ``--quick``."""
 
-    ratio: float
-    target: float
-    step_seconds: float
-    seed: int
-    budget_steps: int
-    eval_every: int
-    eval_examples: int
-    max_factor: float
-    auto_echo_steps: int
-    echo_shuffle_batches: int
-    fixed_factor: Optional[float]
-    batch_norm_momentum: float
-    num_train_examples: Optional[int]
-    model_width: int
-    quick: bool
+    quick: bool = False
 
 
 def typed(document: dict) -> tuple[DemoSettings, DemoResults]:
@@ -243,11 +213,19 @@ def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -
     task = demo_task(config, quick=quick)
     data = DataOptions(source=None, cache_dir=cache_dir, num_train_examples=config.num_train_examples)
     shuffle = config.echo_shuffle_batches * task.settings.batch_size
-    baseline = RunSpec(task, EchoPoint.NONE.value, 1.0, 0, config.seed, read_rate=None, data=data)
-    echoed = dataclasses.replace(baseline, placement=task.default_point, factor=config.max_factor, echo_shuffle=shuffle)
+    # Every run is described by its results record (RunConfig); a RunSpec adds what only a running job has.
+    echoed = RunConfig(Mode.REPLAY, task.name, task.default_point, config.max_factor, shuffle, config.seed, config.ratio)
+    runs_to_train = [("baseline", echoed.baseline()),
+                     ("AutoEcho", dataclasses.replace(echoed, factor=None, auto_echo=True, max_factor=config.max_factor))]
+    if config.fixed_factor is not None:
+        runs_to_train.append((f"e={config.fixed_factor:g}", dataclasses.replace(echoed, factor=config.fixed_factor)))
+
+    def spec_of(run_config: RunConfig) -> RunSpec:
+        return RunSpec(task, run_config, data)
+
     # The embedded data is generated once and cached: reading a batch of each split first
     # keeps its generation out of every measurement, and its time is reported apart.
-    prepared = baseline.pipeline_config()
+    prepared = spec_of(runs_to_train[0][1]).pipeline_config()
     task.eval_batches(prepared)
     next(iter(task.train_dataset(prepared)))
     data_seconds = time.perf_counter() - started
@@ -262,36 +240,30 @@ def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -
     log("AutoEcho on the modelled host")
     factor = tf.Variable(1.0, dtype=tf.float64)
     controller = replay.auto_echo_controller(task, task.default_point, config.max_factor)
-    auto_pipeline = dataclasses.replace(echoed, factor=factor, read_rate=pipeline.read_rate).pipeline_config()
-    auto_timeline = replay.replay(task, auto_pipeline, steps=config.auto_echo_steps, step_seconds=config.step_seconds,
-                                  controller=controller, factor=factor)
-    held = next((d for d in controller.decisions if d.phase == "hold"), None)
-    log(f"  {held}" if held else "  AutoEcho did not settle")
+    auto_pipeline = spec_of(runs_to_train[1][1]).with_factor(factor).throttled(pipeline.read_rate).pipeline_config()
+    auto_echo = AutoEchoTimeline.of(replay.replay(task, auto_pipeline, steps=config.auto_echo_steps,
+                                                  step_seconds=config.step_seconds, controller=controller, factor=factor),
+                                    echoing.controller.LAW)
+    held = auto_echo.held
+    log(f"  step {held.step}: held e={held.factor:g}: {held.reason}" if held else "  AutoEcho did not settle")
 
-    trainings = [Training("baseline", baseline), Training("AutoEcho", echoed, auto_timeline.factors)]
-    if config.fixed_factor is not None:
-        trainings.append(Training(f"e={config.fixed_factor:g}", dataclasses.replace(echoed, factor=config.fixed_factor)))
     runs = []
-    for training in trainings:
-        log(f"Training {training.name} to accuracy {config.target:g}")
-        trained = train_to_target(training.spec, factor_schedule=training.schedule, log=log)
-        auto = training.schedule is not None
+    for name, run_config in runs_to_train:
+        log(f"Training {name} to accuracy {config.target:g}")
+        auto = run_config.auto_echo
+        trained = train_to_target(spec_of(run_config), factor_schedule=auto_echo.factors if auto else None, log=log)
         seconds = step_times = None
         if trained.reached:
-            timeline = auto_timeline if auto else None
-            if timeline is None:
-                log(f"Replaying {training.name} for its {trained.steps} steps")
-                run_config = dataclasses.replace(training.spec, read_rate=pipeline.read_rate).pipeline_config()
-                timeline = replay.replay(task, run_config, steps=trained.steps, step_seconds=config.step_seconds)
-            if trained.steps <= len(timeline.seconds):
-                seconds, step_times = timeline.seconds[trained.steps - 1], timeline.seconds
-        spec = training.spec
-        runs.append(DemoRun(training.name, EchoPoint(spec.placement), None if auto else spec.factor,
-                            spec.factor if auto else None, spec.echo_shuffle, trained.reached, trained.steps,
-                            trained.fresh_examples, seconds, trained.realised_factor, trained.curve, step_times))
-    choice = AutoEchoChoice(held_factor=held.factor if held else None, held_from_step=held.step if held else None,
-                            decisions=tuple(str(d) for d in controller.decisions))
-    return DemoResults(pipeline=pipeline, auto_echo=choice, runs=tuple(runs),
+            clock = auto_echo.seconds
+            if not auto:
+                log(f"Replaying {name} for its {trained.steps} steps")
+                throttled = spec_of(run_config).throttled(pipeline.read_rate).pipeline_config()
+                clock = step_times = replay.replay(task, throttled, steps=trained.steps,
+                                                   step_seconds=config.step_seconds).seconds
+            if trained.steps <= len(clock):
+                seconds = clock[trained.steps - 1]
+        runs.append(DemoRun(name, run_config, trained, seconds, step_times))
+    return DemoResults(pipeline=pipeline, auto_echo=auto_echo, runs=tuple(runs),
                        job_seconds=time.perf_counter() - started, data_seconds=data_seconds)
 
 
@@ -314,9 +286,9 @@ def table(document: dict) -> str:
     rows = []
     for run in runs:
         if run.is_auto_echo:
-            factor = f"chosen: {held:.1f}" if held else f"auto (<= {run.max_factor:g})"
+            factor = f"chosen: {held:.1f}" if held else f"auto (<= {run.config.max_factor:g})"
         else:
-            factor = f"{run.factor:g}"
+            factor = f"{run.config.factor:g}"
         if not run.reached:
             rows.append([run.name, factor, "not reached", "-", "-", "-", "-"])
             continue
@@ -329,7 +301,7 @@ def table(document: dict) -> str:
     pipeline = results.pipeline
     lines.append("")
     fixed = next((run for run in runs if not run.is_auto_echo and not run.is_baseline), None)
-    spread = seed_spread(fixed.factor) if fixed is not None else None
+    spread = seed_spread(fixed.config.factor) if fixed is not None else None
     lines.append(f"Read throttled for R={pipeline.ratio:g} (measured {pipeline.measured_ratio:.2f}) against a "
                  f"{pipeline.step_seconds * 1e3:.0f} ms modelled step; one seed. {verdict(runs, spread)}")
     lines.append("")
@@ -374,7 +346,8 @@ def verdict(runs: Sequence[DemoRun], spread: Optional[tuple[float, float, int]] 
     that a difference in steps inside it is not read as the law's doing.
 
     >>> def run(name, placement, factor, max_factor, seconds, steps):
-    ...     return DemoRun(name, EchoPoint(placement), factor, max_factor, 0, True, steps, 0.0, seconds, 1.0, (), None)
+    ...     config = RunConfig("replay", "resnet", placement, factor, 0, 0, 4.0, max_factor is not None, max_factor)
+    ...     return DemoRun(name, config, Trained(True, steps, 0.0, 1.0, 1.0, ()), seconds, None)
     >>> runs = [run("baseline", "none", 1.0, None, 60.0, 300), run("AutoEcho", "before_augment", None, 8.0, 21.0, 210),
     ...         run("e=4", "before_augment", 4.0, None, 20.0, 200)]
     >>> print(verdict(runs, (0.84, 1.24, 9)))
@@ -391,13 +364,13 @@ def verdict(runs: Sequence[DemoRun], spread: Optional[tuple[float, float, int]] 
         return sentence
     steps = auto.steps / fixed.steps
     per_step = auto.seconds / fixed.seconds / steps
-    sentence += (f" Against e={fixed.factor:g}: its steps took {per_step:.2f}x as long (the replays), and it needed "
+    sentence += (f" Against e={fixed.config.factor:g}: its steps took {per_step:.2f}x as long (the replays), and it needed "
                  f"{steps:.2f}x as many (one seed)")
     if spread is None:
         return sentence + "."
     low, high, seeds = spread
     inside = low / high <= steps <= high / low
-    return sentence + (f"; over {seeds} seeds at e={fixed.factor:g} alone, steps to target ran {low:.2f}-{high:.2f}x "
+    return sentence + (f"; over {seeds} seeds at e={fixed.config.factor:g} alone, steps to target ran {low:.2f}-{high:.2f}x "
                        f"their median, so one seed " + ("cannot tell the two apart by steps." if inside else
                                                         "shows a difference in steps beyond that spread."))
 
@@ -412,9 +385,10 @@ def plot(document: dict, path) -> None:
     settings, results = typed(document)
     figure, axes = plt.subplots(figsize=(5, 3.5))
     for run in results.runs:
-        if not run.step_times:
+        clock = results.clock_of(run)
+        if not clock or not run.reached:
             continue
-        points = [(run.step_times[p.step - 1], p.metric) for p in run.curve if p.step <= len(run.step_times)]
+        points = [(clock[p.step - 1], p.metric) for p in run.trained.curve if p.step <= len(clock)]
         axes.plot(*zip(*points), "-", label=run.name)
     axes.axhline(settings.target, color="k", linestyle=":", label=f"target {settings.target:g}")
     axes.set(xlabel="seconds on the modelled host", ylabel="validation accuracy",
@@ -456,7 +430,7 @@ def main(argv=None) -> None:
     config, args = parse_config(argv)
     results = run(config, quick=args.quick)
     name = "demo_quick" if args.quick else "demo"
-    settings = DemoSettings(**dataclasses.asdict(config), quick=args.quick)
+    settings = DemoSettings(**fields_of(config), quick=args.quick)
     path = results_io.write_results(name, settings.record(), results.record(), args.output_dir)
     document = results_io.read_results(path)
     plot(document, args.output_dir / f"{name}.png")

@@ -46,7 +46,8 @@ import echoing
 from benchmarks.lib import replay, reporting, results_io, upkeep, wallclock
 from benchmarks.lib.plans import (PLANS, BenchmarkPlan, NamedPlan, echo_shuffle_elements,
                                   find_sample, planned_replay_runs, planned_sample_runs, planned_wallclock_runs)
-from benchmarks.lib.run_records import (MODES, AutoEchoRun, AutoEchoTimeline, Mode, PipelineMeasure, Rates, Run,
+from benchmarks.lib.timelines import AutoEchoTimeline
+from benchmarks.lib.run_records import (MODES, AutoEchoRun, Mode, PipelineMeasure, Rates, Run,
                                         RunConfig, SampleRun, TimedRun, TimeToTargetSettings, read_run)
 from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec, Task
 from benchmarks.lib.training import train_to_target
@@ -54,16 +55,13 @@ from benchmarks.lib.training import train_to_target
 
 def spec_of(run: RunConfig, task: Task, data: DataOptions, *, read_rate: Optional[float] = None,
             factor=None) -> RunSpec:
-    """The settings one run's task, pipeline and loop read; ``factor`` (AutoEcho's variable, say) replaces the run's."""
-    return RunSpec(task, run.placement, run.factor if factor is None else factor, run.echo_shuffle, run.seed,
-                   read_rate=read_rate, data=data)
+    """The settings one run's task, pipeline and loop read; ``factor`` (AutoEcho's variable, say) sets the run's."""
+    return RunSpec(task, run, data, read_rate=read_rate, factor_variable=factor)
 
 
 def run_sample(run: RunConfig, task: Task, data: DataOptions, log) -> SampleRun:
     trained = train_to_target(spec_of(run, task, data), log=log)
-    return SampleRun(config=run, target=task.settings.target, reached=trained.reached, steps=trained.steps,
-                     fresh_examples=trained.fresh_examples, seconds=trained.seconds,
-                     realised_factor=trained.realised_factor, curve=trained.curve, command=results_io.command_line())
+    return SampleRun.of(trained, run, task.settings.target, results_io.command_line())
 
 
 def run_replay(run: RunConfig, task: Task, plan: BenchmarkPlan, results: results_io.ResultsFile, data: DataOptions,
@@ -168,9 +166,7 @@ def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsF
         timeline = replay.replay(task, config, steps=auto_echo_replay_steps(task, runs_of(results), run),
                                  step_seconds=step.step_seconds, train_step=step.train_step, controller=controller,
                                  factor=factor)
-        held = [d for d in controller.decisions if d.phase == "hold"]
-        return AutoEchoTimeline(**timeline.record(), held_factor=held[0].factor if held else None,
-                                held_from_step=held[0].step if held else None, law=echoing.controller.LAW).record()
+        return AutoEchoTimeline.of(timeline, echoing.controller.LAW).record()
 
     timeline = AutoEchoTimeline.from_record(results.measure_once("auto_echo_timelines", run.record(), timed))
     if timeline.law != echoing.controller.LAW:
@@ -178,24 +174,18 @@ def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsF
                            f"({timeline.law or 'before laws were named'!r}, this one is {echoing.controller.LAW!r}); "
                            "delete it from auto_echo_timelines in the results file and time it again with --time-only, "
                            "alone")
-    log(f"  AutoEcho held e={timeline.held_factor:.2f} from step {timeline.held_from_step}"
-        if timeline.held_factor else "  AutoEcho never held a factor")
+    log(f"  AutoEcho held e={timeline.held.factor:.2f} from step {timeline.held.step}"
+        if timeline.held else "  AutoEcho never held a factor")
     if not train:
         return None
-    trained = train_to_target(spec_of(run, task, data, factor=run.max_factor), factor_schedule=timeline.factors,
-                              log=log)
+    trained = train_to_target(spec_of(run, task, data), factor_schedule=timeline.factors, log=log)
     seconds = seconds_in_steps = None
     if trained.reached and trained.steps > len(timeline.seconds):
         log(f"  reached at step {trained.steps}, after the {len(timeline.seconds)} replayed: not timed")
     elif trained.reached:
         seconds = timeline.seconds[trained.steps - 1]
         seconds_in_steps = seconds / step.unit_seconds
-    return AutoEchoRun(config=run, target=task.settings.target, reached=trained.reached, steps=trained.steps,
-                       fresh_examples=trained.fresh_examples, realised_factor=trained.realised_factor,
-                       curve=trained.curve, startup_seconds=timeline.startup_seconds, decisions=timeline.decisions,
-                       held_factor=timeline.held_factor, held_from_step=timeline.held_from_step,
-                       final_factor=timeline.factors[-1], mean_factor=sum(timeline.factors) / len(timeline.factors),
-                       sample_steps=trained.steps, sample_seconds=trained.seconds, seconds=seconds,
+    return AutoEchoRun(config=run, target=task.settings.target, trained=trained, seconds=seconds,
                        seconds_in_steps=seconds_in_steps, command=results_io.command_line(), **measured_fields(measured))
 
 

@@ -17,7 +17,6 @@ True
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Optional

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from benchmarks import critical_batch as C
-from benchmarks.lib import results_io
+from benchmarks.lib import results_io, tradeoff
 
 TINY = C.CriticalBatchSettings(
     batch_sizes=(16, 32), seeds=(0,), target=0.0, budget_examples=256, eval_every_examples=64, eval_examples=32,
@@ -58,10 +58,10 @@ def test_table_and_plot_are_generated_from_the_results(finished):
 
 
 def test_tradeoff_fit_recovers_a_known_hyperbola_and_needs_two_points():
-    fit = C.fit_tradeoff([16, 64, 256], [50 * (1 + 100 / b) for b in (16, 64, 256)])
+    fit = tradeoff.fit_tradeoff([16, 64, 256], [50 * (1 + 100 / b) for b in (16, 64, 256)])
     assert fit.s_min == pytest.approx(50) and fit.b_crit == pytest.approx(100)
     with pytest.raises(ValueError, match="batch_sizes: .*at least 2"):
-        C.fit_tradeoff([16], [10])
+        tradeoff.fit_tradeoff([16], [10])
 
 
 def test_overhead_is_measured_with_and_without_the_callback(tmp_path):

@@ -1,12 +1,12 @@
 """The main job on tiny settings: it trains, replays, reports and draws, and refuses bad options."""
 
-import json
 
 import pytest
 
 from benchmarks import demo
-from echoing import EchoPoint
+from echoing import Cause
 from benchmarks.lib import results_io
+from benchmarks.lib.run_records import RunConfig, Trained
 
 @pytest.fixture(scope="module")
 def document(tmp_path_factory):
@@ -29,21 +29,22 @@ def results_of(document):
 def test_every_run_reaches_the_tiny_target_and_is_timed(document):
     document, *_ = document
     baseline, auto, fixed = results_of(document).runs
-    assert (baseline.is_baseline, auto.is_auto_echo, auto.max_factor, fixed.factor) == (True, True, 8.0, 2.0)
+    assert (baseline.is_baseline, auto.is_auto_echo, auto.config.max_factor, fixed.config.factor) == (True, True, 8.0, 2.0)
     for run in (baseline, auto, fixed):
         assert run.reached and run.steps == 2  # Two evaluations in a row; the first counts.
         assert run.seconds >= 2 * 0.01
     assert fixed.fresh_examples == baseline.fresh_examples / 2
-    assert results_of(document).auto_echo.decisions
+    decisions = results_of(document).auto_echo.decisions
+    assert decisions and decisions[0].step == 0 and decisions[0].cause == Cause.START  # Records, not sentences.
 
 
 def test_a_run_record_with_a_field_missing_or_both_factors_is_refused(document):
     document, *_ = document
     record = results_of(document).runs[2].record()
-    with pytest.raises(ValueError, match="DemoRun: the record has no field 'fresh_examples'"):
-        demo.DemoRun.from_record({k: v for k, v in record.items() if k != "fresh_examples"})
-    with pytest.raises(ValueError, match="factor, max_factor: .* not both"):
-        demo.DemoRun.from_record({**record, "max_factor": 8.0})
+    with pytest.raises(ValueError, match="DemoRun: the record has no field 'trained'"):
+        demo.DemoRun.from_record({k: v for k, v in record.items() if k != "trained"})
+    with pytest.raises(ValueError, match="factor, max_factor: a fixed run needs a factor and no max_factor"):
+        demo.DemoRun.from_record({**record, "config": {**record["config"], "max_factor": 8.0}})
 
 
 def test_table_and_plot(document):
@@ -80,8 +81,8 @@ def test_a_fixed_factor_and_none_together_are_refused(capsys):
 
 
 def _run(name, placement, factor, max_factor, seconds, steps):
-    return demo.DemoRun(name, EchoPoint(placement), factor, max_factor, 0, seconds is not None, steps, 0.0, seconds, 1.0,
-                        (), None)
+    config = RunConfig("replay", "resnet", placement, factor, 0, 0, 4.0, max_factor is not None, max_factor)
+    return demo.DemoRun(name, config, Trained(seconds is not None, steps, 0.0, 1.0, 1.0, ()), seconds, None)
 
 
 def test_the_verdict_says_what_it_can_compare():

@@ -134,3 +134,9 @@ def test_results_are_read_through_records_only_results_io_reads_their_keys():
                     and isinstance(node.slice.value, str) and not isinstance(node.ctx, ast.Store)):
                 found.add((path.name, ast.unparse(node)))
     assert found <= NOT_RESULTS, sorted(found - NOT_RESULTS)
+
+
+def test_no_benchmark_module_is_over_450_lines():
+    # One study a module; shared parts go to benchmarks/lib/.
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        assert len(path.read_text().splitlines()) <= 450, path.relative_to(ROOT)

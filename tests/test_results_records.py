@@ -52,3 +52,47 @@ def test_a_written_property_must_still_follow_from_the_fields():
     assert service_processes.Settings.from_record(document["settings"]).ratio == document["settings"]["ratio"]
     with pytest.raises(ValueError, match="Settings: the record's ratio is 9.0, but its fields make it"):
         service_processes.Settings.from_record({**document["settings"], "ratio": 9.0})
+
+
+def record_classes() -> dict[str, type]:
+    """Every record class of benchmarks/ (the study modules and the library), by qualified name."""
+    import dataclasses
+    import importlib
+    import inspect
+    import pkgutil
+
+    import benchmarks
+    import benchmarks.lib
+
+    modules = [importlib.import_module(f"benchmarks.{m.name}") for m in pkgutil.iter_modules(benchmarks.__path__)
+               if m.name != "__main__"]
+    modules += [importlib.import_module(f"benchmarks.lib.{m.name}") for m in pkgutil.iter_modules(benchmarks.lib.__path__)]
+    return {f"{kind.__module__}.{kind.__qualname__}": kind for module in modules for kind in vars(module).values()
+            if inspect.isclass(kind) and issubclass(kind, results_io.Record) and dataclasses.is_dataclass(kind)}
+
+
+# What says which run a record is of, which any record of a run may carry.
+IDENTITY = {"config", "target", "command", "machine", "seed"}
+
+
+def test_no_record_copies_another_records_fields():
+    # A record that needs another's fields derives from it or holds it (or both derive
+    # from one base); two that merely share a vocabulary (steps, seconds, reached) share
+    # fewer than five fields.
+    import dataclasses
+    import itertools
+
+    classes = record_classes()
+    assert {"benchmarks.lib.run_records.SampleRun", "benchmarks.demo.DemoRun",
+            "benchmarks.lib.frontier.FrontierSummary"} <= set(classes)
+    fields = {name: {f.name for f in dataclasses.fields(kind)} - IDENTITY for name, kind in classes.items()}
+    copies = []
+    for (a, kind_a), (b, kind_b) in itertools.combinations(classes.items(), 2):
+        if issubclass(kind_a, kind_b) or issubclass(kind_b, kind_a):
+            continue
+        common = [base for base in kind_a.__mro__ if base in kind_b.__mro__ and dataclasses.is_dataclass(base)]
+        inherited = {f.name for base in common for f in dataclasses.fields(base)}
+        shared = (fields[a] & fields[b]) - inherited  # Fields both take from one base are written once.
+        if len(shared) >= 5:
+            copies.append((a, b, sorted(shared)))
+    assert copies == []

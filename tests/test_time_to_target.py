@@ -7,14 +7,16 @@ import json
 import pytest
 
 import echoing
+from echoing import Cause, Phase
 
 from benchmarks import time_to_target as T
 from benchmarks.lib import plans, plots, reporting, results_io, upkeep
 from benchmarks.lib.reporting import Measure
-from benchmarks.lib.run_records import (AutoEchoRun, CurvePoint, MeasuredPipeline, MeasuredRates, PipelineMeasure,
+from benchmarks.lib.timelines import AutoEchoTimeline, Decision
+from benchmarks.lib.run_records import (AutoEchoRun, CurvePoint, SavedTimeline, Trained, MeasuredPipeline, MeasuredRates, PipelineMeasure,
                                         PipelineOf, RateRound, Rates, RatesOf, RunConfig, SampleRun, TimedRun,
                                         TimeToTargetResults, read_run, time_to_target)
-from benchmarks.lib.tasks import EMBEDDED, TASKS, DataOptions, RunSpec
+from benchmarks.lib.tasks import EMBEDDED, TASKS, DataOptions, RunSpec, fixed_run
 from benchmarks.lib.training import crossing, fresh_examples, scheduled_fresh_examples
 
 # A small input shuffle buffer: the tasks' 10,000 would read the 1,000 tiny training
@@ -50,17 +52,24 @@ def finished(tmp_path_factory):
 
 
 def run_spec(task, placement, factor, echo_shuffle, *, cache_dir=None, num_train_examples=None):
-    return RunSpec(task, placement, factor, echo_shuffle, seed=0, read_rate=None,
-                   data=DataOptions(source=None, cache_dir=cache_dir, num_train_examples=num_train_examples))
+    return fixed_run(task, DataOptions(source=None, cache_dir=cache_dir, num_train_examples=num_train_examples),
+                     placement, factor, echo_shuffle)
 
 
 def test_a_run_spec_refuses_bad_settings_by_name():
     task = TINY_TASKS["resnet"]
+    spec = run_spec(task, "before_augment", 2.0, 0)
     for changes, message in (({"placement": "nowhere"}, "placement: expected one of"), ({"factor": 0.5}, "factor: expected"),
                              ({"echo_shuffle": -1}, "echo_shuffle: expected an int >= 0, got -1"),
-                             ({"read_rate": 0.0}, "read_rate: expected a positive number")):
+                             ({"task": "chess"}, "task: expected one of")):
         with pytest.raises(ValueError, match=message):
-            dataclasses.replace(run_spec(task, "before_augment", 2.0, 0), **changes)
+            dataclasses.replace(spec.run, **changes)
+    with pytest.raises(ValueError, match="read_rate: expected a positive number"):
+        spec.throttled(0.0)
+    with pytest.raises(ValueError, match="placement: expected one of"):  # A placement the task has not.
+        RunSpec(TINY_TASKS["transformer"], dataclasses.replace(spec.run, task="transformer"), spec.data)
+    with pytest.raises(ValueError, match="run: a run of task 'transformer'"):
+        RunSpec(task, dataclasses.replace(spec.run, task="transformer", placement="none"), spec.data)
     baseline = run_spec(task, "none", 1.0, 0).echo_config()
     assert (baseline.placement, baseline.factor) == (task.default_point, 1.0)  # The baseline counts as e = 1.
     with pytest.raises(ValueError, match="spec: a run of"):
@@ -77,7 +86,7 @@ def records(output, mode):
 
 def sample(config, steps, fresh, reached=True):
     """A sample run's record with what reports read; the rest plain."""
-    return SampleRun(config, 0.8, reached, steps, fresh, 1.0, 1.0, (), "python -m benchmarks.time_to_target")
+    return SampleRun(reached, steps, fresh, 1.0, 1.0, (), config, 0.8, "python -m benchmarks.time_to_target")
 
 
 def timed(config, steps, seconds=None, seconds_in_steps=None, fresh=1.0):
@@ -85,9 +94,15 @@ def timed(config, steps, seconds=None, seconds_in_steps=None, fresh=1.0):
                     seconds_in_steps=seconds_in_steps)
 
 
-def auto(config, steps, seconds=None, seconds_in_steps=None, held_factor=None):
-    return AutoEchoRun(config, 0.8, True, steps, 1.0, 1.0, (), 0.0, (), held_factor, None, 1.0, 1.0, steps, 1.0, seconds,
-                       "python -m benchmarks.time_to_target", seconds_in_steps=seconds_in_steps)
+def auto(config, steps, seconds=None, seconds_in_steps=None):
+    return AutoEchoRun(config, 0.8, Trained(True, steps, 1.0, 1.0, 1.0, ()), seconds, "python -m benchmarks.time_to_target",
+                       seconds_in_steps=seconds_in_steps)
+
+
+def held_at(config, factor) -> SavedTimeline:
+    """A saved AutoEcho timeline of ``config`` that held ``factor`` from step 10."""
+    hold = Decision(10, factor, 1.0, Phase.HOLD, Cause.MEASURED, "the input cannot keep up")
+    return SavedTimeline(config, AutoEchoTimeline((0.1,), (factor,), 0.0, (hold,), None, echoing.controller.LAW))
 
 
 def test_every_planned_sample_run_is_recorded_and_confirmed_by_a_second_evaluation(finished):
@@ -167,7 +182,8 @@ def test_auto_echo_is_replayed_then_trained_on_its_choices(finished):
     (run,) = [r for r in records(output, "replay") if r.config.auto_echo]
     assert isinstance(run, AutoEchoRun)
     assert run.config.factor is None and run.config.max_factor == 2.0  # The largest replayed factor.
-    assert run.decisions and "(open, start)" in run.decisions[0]
+    decisions = results_of(output).timeline_of(run.config).decisions  # What it chose: its saved timeline.
+    assert decisions and (decisions[0].step, decisions[0].phase, decisions[0].cause) == (0, Phase.OPEN, Cause.START)
     assert run.reached and run.steps == 2 and run.seconds > 0
     assert [p.step for p in run.curve] == [2, 4]
 
@@ -355,7 +371,7 @@ def test_best_fixed_factor_and_auto_echo_against_it_seed_by_seed():
         config = RunConfig("replay", "resnet", placement, None if is_auto else factor, 0 if factor == 1 else 1024, seed,
                            4.0, auto_echo=is_auto, max_factor=factor if is_auto else None)
         if is_auto:
-            return auto(config, steps, steps_time * 0.03, steps_time, held_factor=4.4)
+            return auto(config, steps, steps_time * 0.03, steps_time)
         return timed(config, steps, steps_time * 0.03, steps_time)
 
     runs = [record(1.0, 0, 2000), record(1.0, 1, 1800), record(4.0, 0, 500), record(4.0, 1, 600),
@@ -398,13 +414,15 @@ def test_wallclock_tables_take_seconds_against_the_same_seed_and_show_r_under_lo
         config = RunConfig("wallclock", "resnet", placement, None if is_auto else factor, 0 if factor == 1 else 1024,
                            seed, 4.0, auto_echo=is_auto, max_factor=factor if is_auto else None)
         if is_auto:
-            return auto(config, 500, seconds, seconds / 0.1, held_factor=4.2)
+            return auto(config, 500, seconds, seconds / 0.1)
         return timed(config, 500, seconds, seconds / 0.1)
 
     runs = [record(1.0, 0, 200.0), record(1.0, 1, 240.0), record(4.0, 0, 80.0), record(4.0, 1, 60.0),
             record(8.0, 0, 88.0, is_auto=True), record(8.0, 1, 66.0, is_auto=True)]
     rates = Rates(4.0, 1.0, 3.96, 0.1, 8.0, ())
-    document = TimeToTargetResults(tuple(runs), rates=(MeasuredRates(RatesOf("resnet", 4.0), rates),))
+    timelines = tuple(held_at(run.config, 4.2) for run in runs if run.config.auto_echo)
+    document = TimeToTargetResults(tuple(runs), rates=(MeasuredRates(RatesOf("resnet", 4.0), rates),),
+                                   auto_echo_timelines=timelines)
     table = reporting.wallclock_table(document)
     # Speedups 200/80 = 2.5 and 240/60 = 4.0, each seed against its own baseline; R over the
     # runs is the baseline's seconds per step over e=4's (the largest fixed e): 2.5 and 4.0.
@@ -433,7 +451,7 @@ def test_replay_table_gives_r_as_measured_and_as_the_baselines_whole_run_gave_it
 def test_a_results_file_of_an_older_schema_is_refused(tmp_path):
     path = tmp_path / "time_to_target.json"
     path.write_text(json.dumps({"benchmark": "time_to_target", "results": {"runs": []}}))
-    with pytest.raises(ValueError, match="schema version 1, this code reads 4; run the benchmark that wrote it again"):
+    with pytest.raises(ValueError, match="schema version 1, this code reads 5; run the benchmark that wrote it again"):
         results_io.read_results(path)
 
 
@@ -484,7 +502,7 @@ def test_wallclock_mode_calibrates_r_under_load_and_times_fixed_factors_and_auto
     fixed = runs["wallclock resnet before_augment e=2 shuffle=32 R=1.5 seed=0"]
     assert fixed.steps == fixed.sample_steps == 2  # The sample run's steps, timed with real steps.
     chosen = runs["wallclock resnet before_augment e=auto(<=2) shuffle=32 R=1.5 seed=0"]
-    assert chosen.decisions[0].startswith("step 0") and chosen.reached
+    assert results.timeline_of(chosen.config).decisions[0].step == 0 and chosen.reached
 
 
 def test_a_replay_takes_exactly_one_kind_of_step(tmp_path):
@@ -521,7 +539,7 @@ def test_time_only_saves_auto_echo_timelines_and_a_later_run_trains_on_them(fini
     (measured,) = before.auto_echo_timelines
     timeline = measured.value
     (run,) = [r for r in records(output, "replay") if r.config.auto_echo]
-    assert run.decisions == timeline.decisions and run.seconds == timeline.seconds[run.steps - 1]
+    assert results_of(output).timeline_of(run.config) == timeline and run.seconds == timeline.seconds[run.steps - 1]
 
 
 def test_a_timeline_recorded_with_another_law_is_refused(finished, tmp_path):

@@ -17,11 +17,10 @@ results file.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 
 from benchmarks.lib import results_io
 from benchmarks.lib.tables import markdown_table
-from benchmarks.lib.loops import SLOPES, SLOWER_TOLERANCE, Case, Change, quantile, slower_counts
+from benchmarks.lib.loops import SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, distribution
 
 
 # The slopes c' at which the frontier's factors are chosen (the two judged, 0.1 about their
@@ -56,18 +55,11 @@ class KnownFactor(results_io.Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class FrontierSummary(results_io.Record):
-    """The distribution of the factor chosen at ``chosen_at``, judged at ``slope``, over one set of cases."""
+class FrontierSummary(Distribution):
+    """The :class:`Distribution` of the factor chosen at ``chosen_at`` over one set of cases ("all", or "R constant")."""
 
-    cases_of: str  # "all", or "R constant"
+    cases_of: str
     chosen_at: float
-    slope: float
-    cases: int
-    p50: float
-    p95: float
-    worst: float
-    slower_than_none: int
-    slower_beyond_tolerance: int
 
 
 def summarize_frontier(frontier: list[KnownFactor], cases: list[Case]) -> list[FrontierSummary]:
@@ -80,11 +72,9 @@ def summarize_frontier(frontier: list[KnownFactor], cases: list[Case]) -> list[F
                 mine = [k for k in frontier if k.chosen_at == chosen_at and k.slope == slope and keep(k)]
                 if not mine:
                     continue
-                over = [k.over_best for k in mine]
                 summaries.append(FrontierSummary(
-                    cases_of=cases_of, chosen_at=chosen_at, slope=slope, cases=len(mine),
-                    p50=statistics.median(over), p95=quantile(over, 0.95), worst=max(over),
-                    **slower_counts([k.over_none for k in mine])))
+                    cases_of=cases_of, chosen_at=chosen_at,
+                    **distribution(slope, [k.over_best for k in mine], [k.over_none for k in mine])))
     return summaries
 
 

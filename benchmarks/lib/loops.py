@@ -27,6 +27,7 @@ import dataclasses
 import enum
 import math
 import random
+import statistics
 
 from echoing.simulation import Run, Scenario, simulate
 from benchmarks.lib import results_io
@@ -142,6 +143,36 @@ def slower_counts(over_none: list[float]) -> dict:
     """How many of the times over no echo's are slower at all, and by more than :data:`SLOWER_TOLERANCE`."""
     return {"slower_than_none": sum(ratio > 1.0 + 1e-9 for ratio in over_none),
             "slower_beyond_tolerance": sum(ratio > 1.0 + SLOWER_TOLERANCE for ratio in over_none)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Distribution(results_io.Record):
+    """How one choice of factor did across cases, judged at ``slope``: its time over the best fixed factor's.
+
+    Attributes:
+      slope, cases: the slope judged at, and how many cases.
+      p50, p95, worst: the time over the best fixed factor's (:func:`quantile` for p95).
+      slower_than_none, slower_beyond_tolerance: cases slower than no echo at all, and by
+        more than :data:`SLOWER_TOLERANCE`.
+    """
+
+    slope: float
+    cases: int
+    p50: float
+    p95: float
+    worst: float
+    slower_than_none: int
+    slower_beyond_tolerance: int
+
+
+def distribution(slope: float, over_best: list[float], over_none: list[float]) -> dict:
+    """A :class:`Distribution`'s fields, from each case's time over the best fixed factor's and over no echo's.
+
+    >>> Distribution(**distribution(0.05, [1.0, 1.1, 1.3], [0.5, 1.01, 1.2]))
+    Distribution(slope=0.05, cases=3, p50=1.1, p95=1.3, worst=1.3, slower_than_none=2, slower_beyond_tolerance=1)
+    """
+    return {"slope": slope, "cases": len(over_best), "p50": statistics.median(over_best), "p95": quantile(over_best, 0.95),
+            "worst": max(over_best), **slower_counts(over_none)}
 
 
 

@@ -25,10 +25,10 @@ per batch at the highest e stays well below ``step_seconds`` (checked and record
 Example (a few steps of a tiny pipeline):
 
 >>> import tempfile
->>> from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec
+>>> from benchmarks.lib.tasks import TASKS, DataOptions, fixed_run
 >>> task = TASKS["resnet"].with_settings(batch_size=8)
 >>> data = DataOptions(source=None, cache_dir=tempfile.mkdtemp(), num_train_examples=300)
->>> spec = RunSpec(task, "before_augment", 2.0, 0, seed=0, read_rate=8 / (2 * 0.01), data=data)
+>>> spec = fixed_run(task, data, "before_augment", 2.0, mode=Mode.REPLAY, read_rate=8 / (2 * 0.01))
 >>> config = spec.pipeline_config()
 >>> timeline = replay(task, config, steps=6, step_seconds=0.01)
 >>> len(timeline.seconds), timeline.seconds[-1] > 6 * 0.01
@@ -37,7 +37,6 @@ Example (a few steps of a tiny pipeline):
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 import time
 from typing import Callable, Optional
@@ -46,8 +45,9 @@ import tensorflow as tf
 
 import echoing
 from benchmarks.lib.lifecycles import fill_unthrottled, release_in_background
-from benchmarks.lib.run_records import PipelineMeasure, Timeline
-from benchmarks.lib.tasks import DataOptions, RunSpec, Task
+from benchmarks.lib.run_records import Mode, PipelineMeasure
+from benchmarks.lib.timelines import Decision, Timeline
+from benchmarks.lib.tasks import DataOptions, Task, fixed_run
 
 
 def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = None,
@@ -68,9 +68,9 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
       factor: that variable.
 
     Returns:
-      A :class:`benchmarks.lib.run_records.Timeline`: ``seconds``, for every step, seconds from the first batch to the step's end;
+      A :class:`benchmarks.lib.timelines.Timeline`: ``seconds``, for every step, seconds from the first batch to the step's end;
       ``factors``: the factor set when each step's batch was pulled; ``startup_seconds``;
-      ``decisions``: the controller's decisions, as text; ``fresh``: the echo stage's
+      ``decisions``: the controller's decisions (:class:`~benchmarks.lib.timelines.Decision` records); ``fresh``: the echo stage's
       fresh count after every step (with a controller), else ``None``.
     """
     if (controller is None) != (factor is None):
@@ -111,7 +111,7 @@ def replay(task: Task, config, *, steps: int, step_seconds: Optional[float] = No
     del batch
     release_in_background(source)
     return Timeline(seconds=tuple(seconds), factors=tuple(factors), startup_seconds=origin - start,
-                    decisions=tuple(str(d) for d in controller.decisions) if controller is not None else (),
+                    decisions=tuple(Decision.of(d) for d in controller.decisions) if controller is not None else (),
                     fresh=tuple(fresh) if read_fresh else None)
 
 
@@ -150,8 +150,8 @@ def measure_pipeline(task: Task, *, ratio: float, step_seconds: float, seed: int
     """
     batch = task.settings.batch_size
     read_rate = batch / (ratio * step_seconds)
-    echoed = RunSpec(task, task.default_point, max_factor, echo_shuffle, seed, read_rate=None, data=data)
-    throttled = dataclasses.replace(echoed.baseline(), read_rate=read_rate).pipeline_config()
+    echoed = fixed_run(task, data, task.default_point, max_factor, echo_shuffle, seed, mode=Mode.REPLAY)
+    throttled = echoed.baseline().throttled(read_rate).pipeline_config()
     # By default a longer window than the 40 batches the ResNet records were measured over
     # (they read the nominal R): the text pipeline admits whole documents, so its rate is
     # lumpy. Even 200 batches swing for it (1.30-1.66 at a nominal 2, `pipelines` in

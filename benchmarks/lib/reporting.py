@@ -13,8 +13,8 @@ Example:
 
 >>> from benchmarks.lib.run_records import RunConfig, SampleRun, TimeToTargetResults
 >>> def run(placement, factor, seed, steps, fresh):
-...     return SampleRun(RunConfig("sample", "resnet", placement, factor, 0, seed), 0.8, True, steps, fresh, 1.0,
-...                      factor, (), "python -m benchmarks.time_to_target")
+...     return SampleRun(True, steps, fresh, 1.0, factor, (), RunConfig("sample", "resnet", placement, factor, 0, seed),
+...                      0.8, "python -m benchmarks.time_to_target")
 >>> runs = [run("none", 1.0, 0, 500, 64000.0), run("none", 1.0, 1, 600, 76800.0),
 ...         run("before_augment", 2.0, 0, 600, 38400.0), run("before_augment", 2.0, 1, 600, 38400.0)]
 >>> (row,) = [r for r in sample_rows(TimeToTargetResults(tuple(runs))) if r.config.factor == 2]
@@ -77,8 +77,14 @@ class Measure(str, enum.Enum):
     SECONDS_IN_STEPS = "seconds_in_steps"
     HELD_FACTOR = "held_factor"
 
-    def of(self, run: Run) -> Optional[float]:
-        """The run's value (``None`` where its kind of run has none: a fixed factor's held factor)."""
+    def of(self, run: Run, results: Optional[TimeToTargetResults] = None) -> Optional[float]:
+        """The run's value (``None`` where its kind of run has none: a fixed factor's held factor).
+
+        AutoEcho's held factor is its saved timeline's, which ``results`` holds.
+        """
+        if self is Measure.HELD_FACTOR:
+            timeline = results.timeline_of(run.config) if results is not None and run.config.auto_echo else None
+            return timeline.held_factor if timeline is not None else None
         return getattr(run, self.value, None)
 
 
@@ -112,7 +118,7 @@ def rows(results: TimeToTargetResults, mode: Mode, measures: tuple[Measure, ...]
     for config, members in groups.items():
         spreads, ratios = [], []
         for measure in measures:
-            spreads.append((measure, spread([measure.of(r) if r.reached else None for r in members])))
+            spreads.append((measure, spread([measure.of(r, results) if r.reached else None for r in members])))
             over = []
             for record in members:
                 base = next((b for b in records if b.config == record.config.baseline()), None)
@@ -292,7 +298,8 @@ def of_seeds(results: TimeToTargetResults, seeds: Sequence[int]) -> TimeToTarget
     """The runs (and their pipelines' measures and timelines) of ``seeds`` only: a table of the seeds a law was chosen on, or of seeds held out from it.
 
     >>> from benchmarks.lib.run_records import SampleRun
-    >>> run = lambda seed: SampleRun(RunConfig("sample", "resnet", "before_augment", 2.0, 8, seed), 0.8, True, 100, 0.0, 1.0, 2.0, (), "")
+    >>> run = lambda seed: SampleRun(True, 100, 0.0, 1.0, 2.0, (), RunConfig("sample", "resnet", "before_augment", 2.0, 8, seed),
+    ...                              0.8, "")
     >>> [r.config.seed for r in of_seeds(TimeToTargetResults((run(0), run(3), run(4))), (3, 4, 5)).runs]
     [3, 4]
     """
@@ -385,8 +392,8 @@ def fixed_steps_table(results: TimeToTargetResults) -> str:
     to target carries on that task.
 
     >>> from benchmarks.lib.run_records import SampleRun
-    >>> run = lambda factor, seed, steps: SampleRun(RunConfig("sample", "resnet", "before_augment", factor, 8, seed), 0.8, True, steps,
-    ...                                             0.0, 1.0, factor, (), "")
+    >>> run = lambda factor, seed, steps: SampleRun(True, steps, 0.0, 1.0, factor, (),
+    ...                                             RunConfig("sample", "resnet", "before_augment", factor, 8, seed), 0.8, "")
     >>> print(fixed_steps_table(TimeToTargetResults((run(2.0, 0, 100), run(2.5, 0, 120), run(2.0, 1, 100), run(2.5, 1, 90)))))
     | task | placement (echo shuffle) | seed | e = 2 | e = 2.5 |
     |---|---|---:|---:|---:|

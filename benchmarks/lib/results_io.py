@@ -22,7 +22,13 @@ from typing import Any, Callable, Hashable, Optional
 # records with their fields (3 keyed them by name, "AutoEcho" giving its max_factor as
 # factor). An older file is refused: run its benchmark again (the migration command
 # went once every committed file was at 4: docs/decisions/0005-benchmarks-library-and-experiments.md).
-SCHEMA_VERSION = 4
+# 5: the controller's decisions are records (step, factor, previous factor, phase, cause,
+# reason), not sentences; an AutoEcho run holds its training as one record and reads what
+# the controller chose from its saved timeline; the main job's runs hold their RunConfig
+# and training. The time-to-target files were rewritten once, each sentence parsed into
+# its record and checked against the timeline it came from; the other files' layout did
+# not change.
+SCHEMA_VERSION = 5
 
 # The committed results, regenerated only by the commands the README names for them
 # (each passes ``--output-dir benchmarks/results``).
@@ -87,6 +93,11 @@ class Record:
                 raise ValueError(f"{cls.__name__}: the record's {name} is {record[name]!r}, but its fields make it "
                                  f"{getattr(read, name)!r}")
         return read
+
+
+def fields_of(record: Record) -> dict:
+    """A record's fields by name, their values as they are (nested records stay records)."""
+    return {field.name: getattr(record, field.name) for field in dataclasses.fields(record)}
 
 
 def typed(document: dict, settings: type, results: type) -> tuple:

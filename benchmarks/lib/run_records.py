@@ -1,13 +1,13 @@
 """The records of training runs and their measurements, as the time-to-target and main-job results files hold them.
 
 A run trains to a target (:class:`Trained`, from :mod:`benchmarks.lib.training`), is
-timed on a throttled pipeline (:class:`Timeline`, from :mod:`benchmarks.lib.replay`), and
+timed on a throttled pipeline (:class:`benchmarks.lib.timelines.Timeline`, from :mod:`benchmarks.lib.replay`), and
 is written as one of three records by its mode: :class:`SampleRun` (trained, not timed),
 :class:`TimedRun` (a fixed factor timed for the steps its sample run needed) and
 :class:`AutoEchoRun` (AutoEcho timed, then trained on its choices). :func:`read_run` reads
 any of them. The measurements several runs share (a throttled pipeline's R, a rate
 calibrated under load, AutoEcho's timed replay) are :class:`Measured` entries found by
-their ``of`` fields. No TensorFlow here: reports and plots read these without it.
+their ``of`` fields.
 
 >>> point = CurvePoint(step=25, fresh_examples=3200.0, seconds=14.2, metric=0.11)
 >>> CurvePoint.from_record(point.record()) == point
@@ -21,7 +21,8 @@ import enum
 from typing import Optional, Union
 
 from echoing import EchoPoint
-from benchmarks.lib.results_io import Record
+from benchmarks.lib.results_io import Record, fields_of
+from benchmarks.lib.timelines import AutoEchoTimeline
 
 
 class Mode(str, enum.Enum):
@@ -88,6 +89,12 @@ class RunConfig(Record):
                 object.__setattr__(self, name, kind(value))
             except ValueError:
                 raise ValueError(f"{name}: expected one of {[k.value for k in kind]}, got {value!r}") from None
+        if self.factor is not None and not (isinstance(self.factor, (int, float)) and self.factor >= 1):
+            raise ValueError(f"factor: expected a number >= 1 or None (AutoEcho), got {self.factor!r}")
+        if isinstance(self.echo_shuffle, bool) or not isinstance(self.echo_shuffle, int) or self.echo_shuffle < 0:
+            raise ValueError(f"echo_shuffle: expected an int >= 0, got {self.echo_shuffle!r}")
+        if self.ratio is not None and not (isinstance(self.ratio, (int, float)) and self.ratio > 0):
+            raise ValueError(f"ratio: expected a positive number or None, got {self.ratio!r}")
         if self.auto_echo and (self.factor is not None or self.max_factor is None):
             raise ValueError(f"factor, max_factor: AutoEcho sets the factor up to max_factor; expected factor=None and "
                              f"a max_factor, got factor={self.factor!r}, max_factor={self.max_factor!r}")
@@ -143,47 +150,6 @@ class Trained(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Timeline(Record):
-    """A replay (:func:`benchmarks.lib.replay.replay`).
-
-    Attributes:
-      seconds: for every step, seconds from the first batch to the step's end.
-      factors: the factor set when each step's batch was pulled.
-      startup_seconds: until the first batch (the buffers' fill).
-      decisions: the controller's decisions, as text (empty without one).
-      fresh: the echo stage's fresh count after every step, where the controller read it; else ``None``.
-    """
-
-    seconds: tuple[float, ...]
-    factors: tuple[float, ...]
-    startup_seconds: float
-    decisions: tuple[str, ...]
-    fresh: Optional[tuple[int, ...]]
-
-
-@dataclasses.dataclass(frozen=True)
-class AutoEchoTimeline(Record):
-    """AutoEcho's timed replay, saved so that its training can follow in a later run.
-
-    Attributes:
-      seconds, factors, startup_seconds, decisions, fresh: the :class:`Timeline`'s.
-      held_factor, held_from_step: the first factor it held, and from when (``None`` if it never held).
-      law: :data:`echoing.controller.LAW` when it was timed (absent in timelines before laws were named).
-    """
-
-    OMITTED_WHEN_NONE = ("law",)
-
-    seconds: tuple[float, ...]
-    factors: tuple[float, ...]
-    startup_seconds: float
-    decisions: tuple[str, ...]
-    fresh: Optional[tuple[int, ...]]
-    held_factor: Optional[float]
-    held_from_step: Optional[int]
-    law: Optional[str] = None
-
-
-@dataclasses.dataclass(frozen=True)
 class PipelineMeasure(Record):
     """A pipeline throttled for R, measured (:func:`benchmarks.lib.replay.measure_pipeline`).
 
@@ -229,8 +195,8 @@ class Rates(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class SampleRun(Record):
-    """A run trained to the target without a throttle (sample mode).
+class SampleRun(Trained):
+    """A run trained to the target without a throttle (sample mode): its :class:`Trained`, and which run it is.
 
     ``machine`` is the host it ran on (absent in records written before hosts were stamped).
     """
@@ -239,14 +205,12 @@ class SampleRun(Record):
 
     config: RunConfig
     target: float
-    reached: bool
-    steps: Optional[int]
-    fresh_examples: Optional[float]
-    seconds: Optional[float]
-    realised_factor: float
-    curve: tuple[CurvePoint, ...]
     command: str
     machine: Optional[dict] = None
+
+    @classmethod
+    def of(cls, trained: Trained, config: RunConfig, target: float, command: str) -> "SampleRun":
+        return cls(**fields_of(trained), config=config, target=target, command=command)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,37 +246,42 @@ class TimedRun(Record):
 class AutoEchoRun(Record):
     """AutoEcho timed, then trained on the factors it chose.
 
+    What the controller chose is its saved timeline's (``auto_echo_timelines`` in the
+    results, found by the run's config: :meth:`TimeToTargetResults.timeline_of`).
+
     Attributes:
-      reached, steps, fresh_examples, realised_factor, curve: its training's.
-      sample_steps, sample_seconds: its training's steps and training seconds to target.
+      trained: its training on the factors of the timeline (``trained.seconds`` is training's own clock).
       seconds, seconds_in_steps: its time to target in the replay (``None`` if the
         crossing came after the replayed steps).
-      decisions, held_factor, held_from_step, final_factor, mean_factor: the controller's.
     """
 
     OMITTED_WHEN_NONE = ("machine", "pipeline", "rates", "seconds_in_steps")
 
     config: RunConfig
     target: float
-    reached: bool
-    steps: Optional[int]
-    fresh_examples: Optional[float]
-    realised_factor: float
-    curve: tuple[CurvePoint, ...]
-    startup_seconds: float
-    decisions: tuple[str, ...]
-    held_factor: Optional[float]
-    held_from_step: Optional[int]
-    final_factor: float
-    mean_factor: float
-    sample_steps: Optional[int]
-    sample_seconds: Optional[float]
+    trained: Trained
     seconds: Optional[float]
     command: str
     pipeline: Optional[PipelineMeasure] = None
     rates: Optional[Rates] = None
     seconds_in_steps: Optional[float] = None
     machine: Optional[dict] = None
+
+    @property
+    def reached(self) -> bool:
+        return self.trained.reached
+
+    @property
+    def steps(self) -> Optional[int]:
+        return self.trained.steps
+
+    @property
+    def fresh_examples(self) -> Optional[float]:
+        return self.trained.fresh_examples
+
+    @property
+    def curve(self) -> tuple[CurvePoint, ...]:
+        return self.trained.curve
 
 
 Run = Union[SampleRun, TimedRun, AutoEchoRun]
@@ -387,6 +356,10 @@ class TimeToTargetResults(Record):
     def from_record(cls, record: dict) -> "TimeToTargetResults":
         rest = super().from_record({**record, "runs": []})
         return dataclasses.replace(rest, runs=tuple(read_run(run) for run in record["runs"]))
+
+    def timeline_of(self, config: RunConfig) -> Optional[AutoEchoTimeline]:
+        """AutoEcho's saved timeline for one run (``None`` if the file has none)."""
+        return next((saved.value for saved in self.auto_echo_timelines or () if saved.of == config), None)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,8 +3,9 @@
 A :class:`Task` holds everything the time-to-target, replay, AutoEcho and critical-batch
 benchmarks need to know about one workload, so that none of them copies another's wiring.
 Its echo points come from the pipeline module (``ECHO_POINTS``), not from a list kept here.
-One run's settings are a :class:`RunSpec`, built once by the experiment and read by the
-task (:meth:`Task.pipeline_config`), the pipeline and the loop
+One run's settings are a :class:`RunSpec` (its results record's
+:class:`~benchmarks.lib.run_records.RunConfig`, and what only a running job has), built
+once by the experiment and read by the task (:meth:`Task.pipeline_config`), the pipeline and the loop
 (:func:`benchmarks.lib.training.train_to_target`).
 
 Example (a tiny ResNet run's pieces; the embedded data is generated on first use):
@@ -14,8 +15,8 @@ Example (a tiny ResNet run's pieces; the embedded data is generated on first use
 >>> task.placements
 ('none', 'before_augment', 'after_augment', 'after_batch')
 >>> data = DataOptions(source=None, cache_dir=tempfile.mkdtemp(), num_train_examples=300)
->>> spec = RunSpec(task, "before_augment", 2.0, 16, seed=0, read_rate=None, data=data)
->>> images, labels = next(iter(task.train_dataset(spec.pipeline_config())))
+>>> run = fixed_run(task, data, "before_augment", 2.0, echo_shuffle=16)
+>>> images, labels = next(iter(task.train_dataset(run.pipeline_config())))
 >>> images.shape.as_list(), task.reached(0.9), task.reached(0.1)
 ([8, 32, 32, 3], True, False)
 """
@@ -31,7 +32,7 @@ import keras
 import numpy as np
 
 from benchmarks.lib import models
-from benchmarks.lib.run_records import TaskSettings  # Defined with the records results files hold.
+from benchmarks.lib.run_records import Mode, RunConfig, TaskSettings  # Defined with the records results files hold.
 from pipelines import image, text
 from pipelines.slow_storage import RateLimiter
 from pipelines.staged import AFTER_BATCH, NONE, EchoConfig
@@ -201,45 +202,66 @@ EMBEDDED = DataOptions(source=None, cache_dir=None, num_train_examples=None)
 
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
-    """One run's settings, built once by an experiment and read by the task, the pipeline and the loop.
+    """One run as the task, the pipeline and the loop read it: its record, and what only a running job has.
+
+    The run is described once, by the :class:`benchmarks.lib.run_records.RunConfig` that
+    its results record holds; a spec adds the :class:`Task` it runs, the data, the read's
+    throttle and, where a controller or a schedule sets the factor, the ``tf.Variable``.
 
     Attributes:
       task: the :class:`Task`.
-      placement: an echo point of the task, or ``"none"`` (the baseline).
-      factor: the echo factor (>= 1), or the ``tf.Variable`` a controller or a schedule sets.
-      echo_shuffle: the echo shuffle buffer, in elements of the echo stage (>= 0).
-      seed: seeds data order, augmentation, echo and initial weights.
-      read_rate: the read's throttle in examples per second (> 0), or ``None`` for none.
+      run: the run's :class:`~benchmarks.lib.run_records.RunConfig` (placement, factor,
+        echo shuffle in elements of the echo stage, seed, ...).
       data: the :class:`DataOptions`.
+      read_rate: the read's throttle in examples per second (> 0), or ``None`` for none.
+      factor_variable: the ``tf.Variable`` a controller or a schedule sets, or ``None``
+        for the run's own factor.
 
     Raises:
-      ValueError: naming the setting, for a placement the task has not, a factor below
-        1, a negative echo shuffle or a read rate that is not positive.
+      ValueError: naming the setting, for a run of another task, a placement the task has
+        not, a read rate that is not positive or data that is not a ``DataOptions``.
     """
 
     task: "Task"
-    placement: str
-    factor: object
-    echo_shuffle: int
-    seed: int
-    read_rate: Optional[float]
+    run: RunConfig
     data: DataOptions
+    read_rate: Optional[float] = None
+    factor_variable: Optional[object] = None
 
     def __post_init__(self):
-        if self.placement not in self.task.placements:
-            raise ValueError(f"placement: expected one of {self.task.placements}, got {self.placement!r}")
-        if isinstance(self.factor, (int, float)) and not self.factor >= 1:
-            raise ValueError(f"factor: expected a number >= 1 or a tf.Variable, got {self.factor!r}")
-        if not isinstance(self.echo_shuffle, int) or self.echo_shuffle < 0:
-            raise ValueError(f"echo_shuffle: expected an int >= 0, got {self.echo_shuffle!r}")
+        if not isinstance(self.run, RunConfig):
+            raise ValueError(f"run: expected a RunConfig, got {self.run!r}")
+        if self.run.task != self.task.name:
+            raise ValueError(f"run: a run of task {self.run.task.value!r}, not of {self.task.name!r}")
+        if self.run.placement not in self.task.placements:
+            raise ValueError(f"placement: expected one of {self.task.placements}, got {self.run.placement.value!r}")
         if self.read_rate is not None and not self.read_rate > 0:
             raise ValueError(f"read_rate: expected a positive number of examples per second or None, got {self.read_rate!r}")
         if not isinstance(self.data, DataOptions):
             raise ValueError(f"data: expected a DataOptions, got {self.data!r}")
 
     @property
+    def placement(self) -> str:
+        return self.run.placement.value
+
+    @property
+    def factor(self):
+        """The variable where one is given, else the run's factor (AutoEcho's ``max_factor`` for an AutoEcho run)."""
+        if self.factor_variable is not None:
+            return self.factor_variable
+        return self.run.factor if self.run.factor is not None else self.run.max_factor
+
+    @property
+    def echo_shuffle(self) -> int:
+        return self.run.echo_shuffle
+
+    @property
+    def seed(self) -> int:
+        return self.run.seed
+
+    @property
     def is_baseline(self) -> bool:
-        return self.placement == NONE
+        return self.run.is_baseline
 
     def echo_config(self) -> EchoConfig:
         """The echo stage the pipeline builds.
@@ -258,7 +280,26 @@ class RunSpec:
 
     def baseline(self) -> "RunSpec":
         """The same run without echo."""
-        return dataclasses.replace(self, placement=NONE, factor=1.0, echo_shuffle=0)
+        return dataclasses.replace(self, run=self.run.baseline(), factor_variable=None)
+
+    def with_factor(self, factor_variable) -> "RunSpec":
+        """The same run with its factor set by ``factor_variable`` (a ``tf.Variable``)."""
+        return dataclasses.replace(self, factor_variable=factor_variable)
+
+    def throttled(self, read_rate: Optional[float]) -> "RunSpec":
+        """The same run with the read throttled to ``read_rate`` examples per second."""
+        return dataclasses.replace(self, read_rate=read_rate)
+
+
+def fixed_run(task: "Task", data: DataOptions, placement: str = NONE, factor: float = 1.0, echo_shuffle: int = 0,
+         seed: int = 0, *, mode: Mode = Mode.SAMPLE, read_rate: Optional[float] = None) -> RunSpec:
+    """A fixed-factor run of ``task`` (the baseline by default), its record built from the settings.
+
+    >>> fixed_run(TASKS["resnet"], EMBEDDED, "after_batch", 2.0, seed=1).run.describe()
+    'sample resnet after_batch e=2 shuffle=0 seed=1'
+    """
+    return RunSpec(task, RunConfig(mode, task.name, placement, float(factor), echo_shuffle, seed), data,
+                   read_rate=read_rate)
 
 
 class ImageTask(Task):

@@ -20,12 +20,12 @@ shares the CPU with training, so these seconds are not a wall-clock result; the 
 Example (a tiny run; the target is met at once):
 
 >>> import tempfile
->>> from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec
+>>> from benchmarks.lib.tasks import TASKS, DataOptions, fixed_run
 >>> task = TASKS["resnet"].with_settings(batch_size=8, budget_steps=6, eval_every=2, eval_examples=16,
 ...                                      target=0.0, model={"depth": 8, "width": 4}, jit_compile=False,
 ...                                      pipeline={"shuffle_buffer_size": 64})
 >>> data = DataOptions(source=None, cache_dir=tempfile.mkdtemp(), num_train_examples=300)
->>> record = train_to_target(RunSpec(task, "before_augment", 2.0, 0, seed=0, read_rate=None, data=data),
+>>> record = train_to_target(fixed_run(task, data, "before_augment", 2.0),
 ...                          log=lambda line: None)
 >>> record.reached, record.steps, record.fresh_examples
 (True, 2, 8.0)
@@ -33,7 +33,6 @@ Example (a tiny run; the target is met at once):
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Callable, Optional, Sequence
 
@@ -90,7 +89,7 @@ def train_to_target(spec: RunSpec, *, factor_schedule: Optional[Sequence[float]]
     variable = None
     if factor_schedule is not None:
         variable = tf.Variable(float(factor_schedule[0]), dtype=tf.float64)
-        spec = dataclasses.replace(spec, factor=variable)
+        spec = spec.with_factor(variable)
     config = spec.pipeline_config()
     eval_batches = task.eval_batches(config)
     stats = echoing.EchoStats()

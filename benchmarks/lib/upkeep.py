@@ -6,9 +6,7 @@ decides alike and drops the others; :func:`retime_other_machines` drops what ano
 timed. Either leaves the file for the next ``python -m benchmarks.time_to_target`` to fill
 again (``--time-only``, alone on the machine, then the training on the new timelines).
 
->>> from benchmarks.lib.run_records import Timeline
->>> timeline = AutoEchoTimeline(seconds=(0.1,), factors=(1.0,), startup_seconds=0.0, decisions=(), fresh=None,
-...                             held_factor=None, held_from_step=None)
+>>> timeline = AutoEchoTimeline(seconds=(0.1,), factors=(1.0,), startup_seconds=0.0, decisions=(), fresh=None)
 >>> run = RunConfig("replay", "resnet", "before_augment", None, 0, 0, 2.0, auto_echo=True, max_factor=8.0)
 >>> decides_alike(timeline, run, {})  # Timed without the fresh count, which the law requires.
 False
@@ -22,7 +20,8 @@ from typing import Optional
 
 import echoing
 from benchmarks.lib import replay, results_io
-from benchmarks.lib.run_records import AutoEchoTimeline, Mode, RunConfig, read_run
+from benchmarks.lib.run_records import Mode, RunConfig, read_run
+from benchmarks.lib.timelines import AutoEchoTimeline
 
 
 def decides_alike(timeline: AutoEchoTimeline, run: RunConfig, tasks: dict) -> bool:

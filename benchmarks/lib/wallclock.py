@@ -41,8 +41,8 @@ import tensorflow as tf
 
 import echoing
 from benchmarks.lib.lifecycles import fill_unthrottled
-from benchmarks.lib.run_records import RateRound, Rates
-from benchmarks.lib.tasks import DataOptions, RunSpec, Task
+from benchmarks.lib.run_records import Mode, RateRound, Rates
+from benchmarks.lib.tasks import DataOptions, Task, fixed_run
 
 
 def loaded_ratio(task: Task, model, *, read_rate: float, seed: int, max_factor: float, echo_shuffle: int, steps: int,
@@ -54,7 +54,8 @@ def loaded_ratio(task: Task, model, *, read_rate: float, seed: int, max_factor: 
     compiles and fills the buffers, the second drains batches echoed at the old factor).
     """
     factor = tf.Variable(1.0, dtype=tf.float64)
-    config = RunSpec(task, task.default_point, factor, echo_shuffle, seed, read_rate=read_rate, data=data).pipeline_config()
+    config = fixed_run(task, data, task.default_point, 1.0, echo_shuffle, seed, mode=Mode.WALLCLOCK,
+                       read_rate=read_rate).with_factor(factor).pipeline_config()
     iterator = iter(task.train_dataset(config))
 
     def seconds_per_step(count: int) -> float:
@@ -81,7 +82,7 @@ def warmed_up_train_step(task: Task, seed: int, data: DataOptions) -> Callable:
     Only the step's cost matters here: the steps to target come from the sample run.
     """
     model = task.build_model()
-    batch = next(iter(task.train_dataset(RunSpec(task, "none", 1.0, 0, seed, read_rate=None, data=data).pipeline_config())))
+    batch = next(iter(task.train_dataset(fixed_run(task, data, seed=seed, mode=Mode.WALLCLOCK).pipeline_config())))
     model.train_on_batch(*batch)
     return lambda batch: model.train_on_batch(*batch)
 
@@ -103,7 +104,7 @@ def calibrate(task: Task, *, ratio: float, seed: int, max_factor: float, echo_sh
         raise ValueError(f"max_factor: expected more than the nominal R {ratio:g}, got {max_factor!r}")
     if rounds < 0:
         raise ValueError(f"rounds: expected an int >= 0, got {rounds!r}")
-    unthrottled = RunSpec(task, "none", 1.0, 0, seed, read_rate=None, data=data).pipeline_config()
+    unthrottled = fixed_run(task, data, seed=seed, mode=Mode.WALLCLOCK).pipeline_config()
     # One model for every measurement: it compiles once, and only its step's cost matters.
     model = task.build_model()
     alone = echoing.measure_ratio(task.train_dataset(unthrottled), model, batches=10, warmup=3, repeats=3)
