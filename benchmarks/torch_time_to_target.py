@@ -47,6 +47,7 @@ from typing import Iterator, Optional
 
 import echoing
 from benchmarks.lib.tables import markdown_table
+from benchmarks.lib.timelines import Decision
 from benchmarks.lib.results_io import Record, add_output_dir_argument, read_results, typed, write_results
 
 try:
@@ -98,7 +99,8 @@ class ArmRun(Record):
       steps_to_target: training steps until the held-out accuracy reached ``TARGET`` (``None``: not in ``MAX_STEPS``).
       fresh_batches: fresh batches those steps read.
       replay_seconds: the replay's time at the end of every ``EVAL_EVERY``-th step (index ``i``: step ``(i + 1) * EVAL_EVERY``).
-      decisions: the controller's ``(step, factor, cause)`` (its arm only).
+      decisions: the controller's :class:`~benchmarks.lib.timelines.Decision` s (its arm only; intervals left
+        out of its measurement are not listed).
     """
 
     arm: Arm
@@ -106,7 +108,7 @@ class ArmRun(Record):
     steps_to_target: Optional[int] = None
     fresh_batches: Optional[int] = None
     replay_seconds: Optional[tuple] = None
-    decisions: Optional[tuple] = None
+    decisions: Optional[tuple[Decision, ...]] = None
 
     @property
     def seconds_to_target(self) -> Optional[float]:
@@ -254,7 +256,7 @@ def replay(arm: Arm, seed: int, steps: int, config: Optional[torch_images.TorchI
             decision = controller.observe(step, now, fresh=stats.fresh)
             if decision is not None and decision.cause != echoing.Cause.LEFT_OUT:
                 factor.assign(decision.factor)
-                decisions.append((step, decision.factor, decision.cause.value))
+                decisions.append(Decision.of(decision))
         if (step + 1) % EVAL_EVERY == 0:
             seconds.append(round(now - start, 4))
     return ArmRun(arm, seed, replay_seconds=tuple(seconds), decisions=tuple(decisions) if controller is not None else None)
@@ -375,7 +377,7 @@ def main(argv=None) -> None:
                 timed = replay(arm, seed, int(1.5 * longest))
                 run = save(dataclasses.replace(run, replay_seconds=timed.replay_seconds, decisions=timed.decisions))
             if run.steps_to_target is None and run.fresh_batches is None:
-                schedule = {step: factor for step, factor, _ in run.decisions} if run.decisions else None
+                schedule = {d.step: d.factor for d in run.decisions} if run.decisions else None
                 trained = train(arm, seed, schedule)
                 run = save(dataclasses.replace(run, steps_to_target=trained.steps_to_target,
                                                fresh_batches=trained.fresh_batches))

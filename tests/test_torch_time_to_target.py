@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 from benchmarks import torch_time_to_target as study  # noqa: E402
 from benchmarks.torch_time_to_target import Arm, ArmRun  # noqa: E402
+from echoing import Cause  # noqa: E402
 from echoing import torch as echo_torch  # noqa: E402
 from pipelines import torch_images  # noqa: E402
 
@@ -102,7 +103,8 @@ def test_the_replay_times_every_evaluation_interval_and_records_the_controllers_
     monkeypatch.setattr(study, "STEP_SECONDS", 0.001)
     run = study.replay(Arm.CONTROLLER, 0, 6, config=config)
     assert len(run.replay_seconds) == 3 and list(run.replay_seconds) == sorted(run.replay_seconds)
-    assert run.decisions[0] == (0, study.MAX_FACTOR, "start")
+    first = run.decisions[0]
+    assert (first.step, first.factor, first.cause) == (0, study.MAX_FACTOR, Cause.START)
     assert study.replay(Arm.NONE, 0, 4, config=config).decisions is None
 
 
