@@ -82,6 +82,11 @@ class Scenario:
       steps_per_execution: steps per call of the loop's hook (Keras ``steps_per_execution``).
       warm: whether the buffers are full when training starts (False: a cold start).
       seed: seeds the jitter and the lump sizes.
+      common_random_numbers: draw the steps' times and each trainer's reads from streams of
+        their own, so that runs of the scenario at different factors, or under a controller,
+        meet the same k-th step time and the same k-th read, and differ only by what the
+        factor does. ``False`` draws everything from one stream in the order events happen,
+        so a run's luck depends on that order (the law's tests were written against it).
     """
 
     ratio: RatioSchedule = 4.0
@@ -98,6 +103,7 @@ class Scenario:
     steps_per_execution: int = 1
     warm: bool = True
     seed: int = 0
+    common_random_numbers: bool = False
 
     def __post_init__(self):
         if not callable(self.ratio):
@@ -116,6 +122,9 @@ class Scenario:
         if not isinstance(self.warm, bool):
             raise TypeError(f"warm: expected a bool, got {type(self.warm).__name__}: {self.warm!r}")
         check_int("seed", self.seed, low=0)
+        if not isinstance(self.common_random_numbers, bool):
+            raise TypeError(f"common_random_numbers: expected a bool, got {type(self.common_random_numbers).__name__}: "
+                            f"{self.common_random_numbers!r}")
 
     def ratio_at(self, step: int) -> float:
         ratio = self.ratio(step) if callable(self.ratio) else self.ratio
@@ -167,6 +176,11 @@ def progress_per_step(factor: float, slope: float) -> float:
     return 1 / (1 + slope * (factor - 1))
 
 
+def _jitter(rng: random.Random, sigma: float) -> float:
+    """A log-normal factor of mean 1 and log-sigma ``sigma`` (1, and no draw, where ``sigma`` is 0)."""
+    return math.exp(rng.gauss(-sigma * sigma / 2, sigma)) if sigma else 1.0
+
+
 class _Pipeline:
     """The upstream and the echo stage of one scenario, stepped by event times (see the module docstring)."""
 
@@ -183,7 +197,7 @@ class _Pipeline:
         self.reading: Optional[tuple[float, int]] = None  # (end time, size) of the read under way
 
     def jitter(self, sigma: float) -> float:
-        return math.exp(self.rng.gauss(-sigma * sigma / 2, sigma)) if sigma else 1.0
+        return _jitter(self.rng, sigma)
 
     def move(self, now: float, steps_done: int) -> None:
         """The echo stage fills the output buffer, and the upstream starts a read if it has room."""
@@ -256,11 +270,19 @@ def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
     if controllers is not None and len(controllers) != len(scenarios):
         raise ValueError(f"controllers: expected one per scenario ({len(scenarios)}), got {len(controllers)}")
     s = scenarios[0]
-    # One trainer draws its step times and its reads from one generator, as it always has
-    # (the committed sweep in benchmarks/results/ is reproduced exactly); more draw apart.
-    rngs = [random.Random(s.seed)] + [random.Random(each.seed * 1_000_003 + i) for i, each in
-                                      enumerate(scenarios[1:], 1)]
+    if s.common_random_numbers:
+        # The k-th step's time comes from a stream of its own, and each trainer's k-th read
+        # from its own: whatever the factors do, every run meets the same steps and reads.
+        steps_rng = random.Random(s.seed * 2 + 1)
+        rngs = [random.Random(each.seed * 2 + i * 1_000_003) for i, each in enumerate(scenarios)]
+    else:
+        # One trainer draws its step times and its reads from one generator, in the order
+        # events happen; more trainers draw their reads apart.
+        rngs = [random.Random(s.seed)] + [random.Random(each.seed * 1_000_003 + i) for i, each in
+                                          enumerate(scenarios[1:], 1)]
     pipes = [_Pipeline(each, factor, rng) for each, rng in zip(scenarios, rngs)]
+    if not s.common_random_numbers:
+        steps_rng = pipes[0].rng
     step_sigma = math.sqrt(math.log1p(s.step_jitter ** 2))
     steps_done = 0
     stepping: Optional[tuple[float, list]] = None  # (end time, factors of its batches) of the step under way
@@ -279,7 +301,7 @@ def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
                 waits[i] += now - last_end
                 waiting[i] = False
         if stepping is None and all(pipe.output for pipe in pipes):
-            seconds = s.step_seconds * pipes[0].jitter(step_sigma)
+            seconds = s.step_seconds * _jitter(steps_rng, step_sigma)
             if s.pause_seconds and (steps_done + 1) % s.pause_every_steps == 0:
                 seconds += s.pause_seconds
             stepping = (now + seconds, [pipe.output.popleft() for pipe in pipes])

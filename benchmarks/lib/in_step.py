@@ -46,7 +46,8 @@ class Pair(results_io.Record):
     def scenarios(self) -> list[Scenario]:
         return [Scenario(ratio=ratio, steps=IN_STEP_STEPS, step_seconds=0.02, step_jitter=self.step_jitter,
                          upstream_jitter=self.upstream_jitter, buffer_batches=self.buffer_batches,
-                         upstream_batches=self.upstream_batches, seed=self.seed) for ratio in self.ratios]
+                         upstream_batches=self.upstream_batches, seed=self.seed, common_random_numbers=True)
+                for ratio in self.ratios]
 
 
 def draw_pair(seed: int) -> Pair:

@@ -90,13 +90,20 @@ class Case(results_io.Record):
         share = (step - self.change_step) / self.change_steps
         return self.ratio * (self.ratio_after / self.ratio) ** share  # geometric ramp
 
-    def scenario(self, steps: int) -> Scenario:
+    def scenario(self, steps: int, common_random_numbers: bool = True) -> Scenario:
+        """The loop for ``steps`` steps; the sweep judges every run of it on common random numbers.
+
+        With them, a controller and every fixed factor meet the same k-th step time and the
+        same k-th read, so a time over the best fixed factor's is the factor's doing, not
+        the luck of an order of events (``echoing.simulation.Scenario``).
+        """
         return Scenario(ratio=self.ratio_at, steps=steps, step_seconds=self.step_seconds,
                         step_jitter=self.step_jitter, upstream_jitter=self.upstream_jitter,
                         buffer_batches=self.buffer_batches, upstream_batches=self.upstream_batches,
                         lump_batches=self.lump_batches, lump_sigma=self.lump_sigma,
                         pause_seconds=self.pause_seconds, pause_every_steps=self.pause_every_steps,
-                        steps_per_execution=self.steps_per_execution, warm=self.warm, seed=self.seed)
+                        steps_per_execution=self.steps_per_execution, warm=self.warm, seed=self.seed,
+                        common_random_numbers=common_random_numbers)
 
 
 def draw_case(seed: int) -> Case:
