@@ -41,7 +41,7 @@ import tensorflow as tf
 import echoing
 from benchmarks.lib import replay, results_io
 from benchmarks.lib.results_io import fields_of
-from benchmarks.lib.run_records import Mode, PipelineMeasure, RunConfig, Trained
+from benchmarks.lib.run_records import HoldsTrained, Mode, PipelineMeasure, RunConfig, Trained
 from benchmarks.lib.timelines import AutoEchoTimeline
 from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec, Task
 from benchmarks.lib.training import train_to_target
@@ -121,7 +121,7 @@ def demo_task(config: DemoConfig, *, quick: bool = False) -> Task:
 
 
 @dataclasses.dataclass(frozen=True)
-class DemoRun(results_io.Record):
+class DemoRun(HoldsTrained, results_io.Record):
     """One run of the main job: which run it is, its training, and its time on the modelled host.
 
     Attributes:
@@ -155,17 +155,6 @@ class DemoRun(results_io.Record):
     def is_baseline(self) -> bool:
         return self.config.is_baseline
 
-    @property
-    def reached(self) -> bool:
-        return self.trained.reached
-
-    @property
-    def steps(self) -> Optional[int]:
-        return self.trained.steps
-
-    @property
-    def fresh_examples(self) -> Optional[float]:
-        return self.trained.fresh_examples
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,12 +209,9 @@ def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -
     if config.fixed_factor is not None:
         runs_to_train.append((f"e={config.fixed_factor:g}", dataclasses.replace(echoed, factor=config.fixed_factor)))
 
-    def spec_of(run_config: RunConfig) -> RunSpec:
-        return RunSpec(task, run_config, data)
-
     # The embedded data is generated once and cached: reading a batch of each split first
     # keeps its generation out of every measurement, and its time is reported apart.
-    prepared = spec_of(runs_to_train[0][1]).pipeline_config()
+    prepared = RunSpec(task, runs_to_train[0][1], data).pipeline_config()
     task.eval_batches(prepared)
     next(iter(task.train_dataset(prepared)))
     data_seconds = time.perf_counter() - started
@@ -240,7 +226,7 @@ def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -
     log("AutoEcho on the modelled host")
     factor = tf.Variable(1.0, dtype=tf.float64)
     controller = replay.auto_echo_controller(task, task.default_point, config.max_factor)
-    auto_pipeline = spec_of(runs_to_train[1][1]).with_factor(factor).throttled(pipeline.read_rate).pipeline_config()
+    auto_pipeline = RunSpec(task, runs_to_train[1][1], data).with_factor(factor).throttled(pipeline.read_rate).pipeline_config()
     auto_echo = AutoEchoTimeline.of(replay.replay(task, auto_pipeline, steps=config.auto_echo_steps,
                                                   step_seconds=config.step_seconds, controller=controller, factor=factor),
                                     echoing.controller.LAW)
@@ -251,13 +237,13 @@ def run(config: DemoConfig, *, quick: bool = False, cache_dir=None, log=print) -
     for name, run_config in runs_to_train:
         log(f"Training {name} to accuracy {config.target:g}")
         auto = run_config.auto_echo
-        trained = train_to_target(spec_of(run_config), factor_schedule=auto_echo.factors if auto else None, log=log)
+        trained = train_to_target(RunSpec(task, run_config, data), factor_schedule=auto_echo.factors if auto else None, log=log)
         seconds = step_times = None
         if trained.reached:
             clock = auto_echo.seconds
             if not auto:
                 log(f"Replaying {name} for its {trained.steps} steps")
-                throttled = spec_of(run_config).throttled(pipeline.read_rate).pipeline_config()
+                throttled = RunSpec(task, run_config, data).throttled(pipeline.read_rate).pipeline_config()
                 clock = step_times = replay.replay(task, throttled, steps=trained.steps,
                                                    step_seconds=config.step_seconds).seconds
             if trained.steps <= len(clock):
@@ -388,7 +374,7 @@ def plot(document: dict, path) -> None:
         clock = results.clock_of(run)
         if not clock or not run.reached:
             continue
-        points = [(clock[p.step - 1], p.metric) for p in run.trained.curve if p.step <= len(clock)]
+        points = [(clock[p.step - 1], p.metric) for p in run.curve if p.step <= len(clock)]
         axes.plot(*zip(*points), "-", label=run.name)
     axes.axhline(settings.target, color="k", linestyle=":", label=f"target {settings.target:g}")
     axes.set(xlabel="seconds on the modelled host", ylabel="validation accuracy",

@@ -53,14 +53,8 @@ from benchmarks.lib.tasks import TASKS, DataOptions, RunSpec, Task
 from benchmarks.lib.training import train_to_target
 
 
-def spec_of(run: RunConfig, task: Task, data: DataOptions, *, read_rate: Optional[float] = None,
-            factor=None) -> RunSpec:
-    """The settings one run's task, pipeline and loop read; ``factor`` (AutoEcho's variable, say) sets the run's."""
-    return RunSpec(task, run, data, read_rate=read_rate, factor_variable=factor)
-
-
 def run_sample(run: RunConfig, task: Task, data: DataOptions, log) -> SampleRun:
-    trained = train_to_target(spec_of(run, task, data), log=log)
+    trained = train_to_target(RunSpec(task, run, data), log=log)
     return SampleRun.of(trained, run, task.settings.target, results_io.command_line())
 
 
@@ -123,7 +117,7 @@ def run_timed(run: RunConfig, task: Task, results: results_io.ResultsFile, measu
         return None
     seconds = startup_seconds = seconds_in_steps = None
     if sample.reached:
-        config = spec_of(run, task, data, read_rate=measured.read_rate).pipeline_config()
+        config = RunSpec(task, run, data, read_rate=measured.read_rate).pipeline_config()
         timeline = replay.replay(task, config, steps=sample.steps, step_seconds=step.step_seconds,
                                  train_step=step.train_step)
         seconds, startup_seconds = timeline.seconds[-1], timeline.startup_seconds
@@ -161,7 +155,7 @@ def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsF
     """
     def timed() -> dict:
         factor = tf.Variable(1.0, dtype=tf.float64)
-        config = spec_of(run, task, data, read_rate=measured.read_rate, factor=factor).pipeline_config()
+        config = RunSpec(task, run, data, read_rate=measured.read_rate, factor_variable=factor).pipeline_config()
         controller = replay.auto_echo_controller(task, run.placement, run.max_factor)
         timeline = replay.replay(task, config, steps=auto_echo_replay_steps(task, runs_of(results), run),
                                  step_seconds=step.step_seconds, train_step=step.train_step, controller=controller,
@@ -178,7 +172,7 @@ def run_auto_echo_timed(run: RunConfig, task: Task, results: results_io.ResultsF
         if timeline.held else "  AutoEcho never held a factor")
     if not train:
         return None
-    trained = train_to_target(spec_of(run, task, data), factor_schedule=timeline.factors, log=log)
+    trained = train_to_target(RunSpec(task, run, data), factor_schedule=timeline.factors, log=log)
     seconds = seconds_in_steps = None
     if trained.reached and trained.steps > len(timeline.seconds):
         log(f"  reached at step {trained.steps}, after the {len(timeline.seconds)} replayed: not timed")

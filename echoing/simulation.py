@@ -273,16 +273,15 @@ def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
     if s.common_random_numbers:
         # The k-th step's time comes from a stream of its own, and each trainer's k-th read
         # from its own: whatever the factors do, every run meets the same steps and reads.
-        steps_rng = random.Random(s.seed * 2 + 1)
         rngs = [random.Random(each.seed * 2 + i * 1_000_003) for i, each in enumerate(scenarios)]
+        steps_rng = random.Random(s.seed * 2 + 1)
     else:
         # One trainer draws its step times and its reads from one generator, in the order
         # events happen; more trainers draw their reads apart.
         rngs = [random.Random(s.seed)] + [random.Random(each.seed * 1_000_003 + i) for i, each in
                                           enumerate(scenarios[1:], 1)]
+        steps_rng = rngs[0]
     pipes = [_Pipeline(each, factor, rng) for each, rng in zip(scenarios, rngs)]
-    if not s.common_random_numbers:
-        steps_rng = pipes[0].rng
     step_sigma = math.sqrt(math.log1p(s.step_jitter ** 2))
     steps_done = 0
     stepping: Optional[tuple[float, list]] = None  # (end time, factors of its batches) of the step under way

@@ -25,31 +25,29 @@ from benchmarks.lib.results_io import Record, fields_of
 from benchmarks.lib.timelines import AutoEchoTimeline
 
 
-class Mode(str, enum.Enum):
+class _Named(str, enum.Enum):
+    """An enum whose members print as their values ("replay", not "Mode.REPLAY")."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class Mode(_Named):
     """How a run is measured: trained without a throttle, replayed on the modelled host, or trained on this CPU."""
 
     SAMPLE = "sample"
     REPLAY = "replay"
     WALLCLOCK = "wallclock"
 
-    def __str__(self) -> str:
-        return self.value
 
-    def __repr__(self) -> str:
-        return repr(self.value)
-
-
-class TaskName(str, enum.Enum):
+class TaskName(_Named):
     """The tasks of :data:`benchmarks.lib.tasks.TASKS`, by name."""
 
     RESNET = "resnet"
     TRANSFORMER = "transformer"
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __repr__(self) -> str:
-        return repr(self.value)
 
 
 MODES = tuple(mode.value for mode in Mode)
@@ -149,6 +147,28 @@ class Trained(Record):
     curve: tuple[CurvePoint, ...]
 
 
+class HoldsTrained:
+    """What a run record that holds its training (``trained``, a :class:`Trained`) reads from it."""
+
+    trained: Trained
+
+    @property
+    def reached(self) -> bool:
+        return self.trained.reached
+
+    @property
+    def steps(self) -> Optional[int]:
+        return self.trained.steps
+
+    @property
+    def fresh_examples(self) -> Optional[float]:
+        return self.trained.fresh_examples
+
+    @property
+    def curve(self) -> tuple[CurvePoint, ...]:
+        return self.trained.curve
+
+
 @dataclasses.dataclass(frozen=True)
 class PipelineMeasure(Record):
     """A pipeline throttled for R, measured (:func:`benchmarks.lib.replay.measure_pipeline`).
@@ -243,7 +263,7 @@ class TimedRun(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class AutoEchoRun(Record):
+class AutoEchoRun(HoldsTrained, Record):
     """AutoEcho timed, then trained on the factors it chose.
 
     What the controller chose is its saved timeline's (``auto_echo_timelines`` in the
@@ -267,21 +287,6 @@ class AutoEchoRun(Record):
     seconds_in_steps: Optional[float] = None
     machine: Optional[dict] = None
 
-    @property
-    def reached(self) -> bool:
-        return self.trained.reached
-
-    @property
-    def steps(self) -> Optional[int]:
-        return self.trained.steps
-
-    @property
-    def fresh_examples(self) -> Optional[float]:
-        return self.trained.fresh_examples
-
-    @property
-    def curve(self) -> tuple[CurvePoint, ...]:
-        return self.trained.curve
 
 
 Run = Union[SampleRun, TimedRun, AutoEchoRun]
