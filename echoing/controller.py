@@ -4,7 +4,8 @@
 ``min(e * u, s)`` steps per second, where ``u`` is the rate at which the input delivers
 fresh batches and ``s`` the step's own rate, so the best factor is ``R = s / u``. The
 controller opens at ``max_factor``, where the input is outrun, and reads ``s`` off the
-step rate. It then halves the factor until the input cannot keep up; there the echo
+step rate. It then searches from ``sqrt(max_factor)`` (the middle of ``[1, max_factor]``
+on a log scale), halving the factor while the input keeps up; where it cannot, the echo
 stage's production (``e`` times the fresh batches it pulls per second, from
 :class:`echoing.EchoStats`) gives ``R = e * s / production``, and it holds the knee,
 ``headroom * R``. Holding, every reading that finds the input behind raises the factor
@@ -18,7 +19,8 @@ and makes the next one wait twice as long, and there is none while the input is 
 at ``max_factor``. Every reading sums whole windows over a horizon
 that grows until it can tell, at two standard errors, whether the input keeps up (lumpy
 input is read for longer, up to 320 steps, and no one interval may hold half a reading's
-time); two raises in a row that bring no faster steps lower ``s``. A reading never uses
+time; one that cannot tell, short of keeping up by less than the tolerance, reads as
+keeping up); two raises in a row that bring no faster steps lower ``s``. A reading never uses
 batches made before the factor in force (it skips a settle and drops leading windows
 that disagree with the rest), nor clocks and counts that go back, timestamps that are
 not finite or steps that do not increase. A pause the loop did
@@ -44,8 +46,8 @@ stage whose elements are examples, 64 to a step:
 >>> from echoing.simulation import Scenario, simulate
 >>> controller = EchoController(max_factor=8.0, elements_per_step=64)
 >>> run = simulate(Scenario(ratio=4.0, step_seconds=0.01, steps=400), controller=controller)
->>> [(d.phase.value, d.cause.value, d.factor) for d in controller.decisions][:4]
-[('open', 'start', 8.0), ('search', 'own_rate', 4.0), ('search', 'keeps_up', 2.0), ('hold', 'measured', 4.35)]
+>>> [(d.phase.value, d.cause.value, d.factor) for d in controller.decisions][:3]
+[('open', 'start', 8.0), ('search', 'own_rate', 2.828), ('hold', 'measured', 4.125)]
 >>> round(controller.ratio, 1)
 4.0
 """
@@ -67,7 +69,7 @@ __all__ = ["Cause", "ControllerSettings", "EchoController", "EchoDecision", "LAW
 # The law's name, saved with every replayed AutoEcho timeline (benchmarks/time_to_target.py)
 # so that timelines of another law are timed again rather than reused. A change of what
 # the law decides names a new one; its history is in docs/decisions/.
-LAW = "objective-2026-11-28"
+LAW = "objective-middle-search-2026-11-28"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +83,7 @@ class ControllerSettings:
         ``fresh`` count over it is fresh batches. Required by :class:`EchoController`.
       initial_factor: above 1, the search after the opening starts at this factor (a
         warm estimate, ``R * headroom`` from :func:`echoing.measure_ratio`) instead of at
-        ``max_factor / 2``; in ``[1, max_factor]``.
+        ``sqrt(max_factor)``; in ``[1, max_factor]``.
       headroom: the knee is ``headroom * R`` (> 0): a little above R, so that the
         input's jitter seldom makes a step wait, and a little only, since every copy
         beyond R costs training progress.

@@ -10,9 +10,11 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
 (:class:`Phase`):
 
 * ``OPEN``: ``max_factor``, where the input is outrun if anywhere: its step rate is ``s``.
-* ``SEARCH``: ``max_factor / 2``, halved while the input keeps up (R is below it), until
-  a reading says it cannot (then R is known) or the factor is 1 (training is not
-  input-bound).
+* ``SEARCH``: ``sqrt(max_factor)``, the middle of ``[1, max_factor]`` on a log scale,
+  halved while the input keeps up (R is below it), until a reading says it cannot (then
+  R is known) or the factor is 1 (training is not input-bound). A reading above R costs
+  copies, one below R costs steps that wait; starting in the middle spends fewer of
+  either than starting at ``max_factor / 2`` (:data:`SEARCH_START`).
 * ``HOLD``: the knee, ``headroom * R`` (within ``[1, max_factor]``). A reading there that
   finds the input behind with R risen raises the factor to the new knee at once.
 * ``CLIMB``: where steps still wait at the factor held (lumpy input, small buffers: the
@@ -74,6 +76,13 @@ AT_MAX_KEEPS_UP_STEPS = 640
 # a raise, brings the checks back to every check_every_steps.
 CONFIRM_BAND = 0.1
 MAX_CHECK_BACKOFF = 8
+# The search starts at max_factor ** SEARCH_START: 0.5, the middle of [1, max_factor] on a log
+# scale. On the design seeds of benchmarks/controller_sweep.py (1000-1199, c = 0.05 / 0.19)
+# it took the law's median from 1.035 / 1.032 to 1.029 / 1.025 over the best fixed factor,
+# its worst from 1.618 / 1.577 to 1.379 / 1.501 and its worst over max_factor where R is above
+# it from 1.204 / 1.168 to 1.080 / 1.043, against a search from max_factor / 2
+# (docs/decisions/0014-the-search-starts-in-the-middle.md).
+SEARCH_START = 0.5
 # A climb above the knee raises the factor by this much at a time (1.5 did no better on the
 # design seeds, docs/decisions/0012-the-objective-and-copy-cost.md).
 CLIMB_STEP = 1.25
@@ -131,7 +140,7 @@ class Policy:
       headroom: the held factor is ``headroom * R``.
       check_divisor: a check runs at the held factor over this.
       check_every_steps: steps of holding between checks (``None``: never).
-      initial_factor: above 1, the search starts there instead of at ``max_factor / 2``.
+      initial_factor: above 1, the search starts there instead of at ``max_factor ** SEARCH_START``.
     """
 
     def __init__(self, max_factor: float, headroom: float, check_divisor: float,
@@ -167,7 +176,7 @@ class Policy:
         if self.phase == Phase.OPEN:
             if math.isfinite(reading.wait_share):
                 self.own_wait = reading.wait_share
-            start = self.initial_factor if self.initial_factor > 1 else self.max_factor / 2
+            start = self.initial_factor if self.initial_factor > 1 else self.max_factor ** SEARCH_START
             return self._go(step, Phase.SEARCH, self.clip(start), Cause.OWN_RATE)
         if reading.input_bound and (reading.factor >= self.max_factor or reading.ratio >= self.max_factor):
             self.behind_at_max, self._keeps_up_at_max_since = True, None
@@ -255,9 +264,10 @@ class Policy:
         if reading.held_back:
             return None
         factor, target = reading.factor, self.clip(reading.factor * CLIMB_STEP)
-        # The most a raise can bring is the step's own rate; it costs this much progress a step.
+        # The most a raise can bring is the loop's rate where the input keeps up (the step's own
+        # rate with the loop's pauses in: the reading's own_rate); it costs this much progress a step.
         cost = (1 + self.copy_cost * (target - 1)) / (1 + self.copy_cost * (factor - 1))
-        if target <= factor or not self.own_rate * (1 - _tol(reading)) > reading.step_rate * cost:
+        if target <= factor or not reading.own_rate * (1 - _tol(reading)) > reading.step_rate * cost:
             return None
         # Not a raise the futile-raise rule judges: a raise above the knee that brings no faster
         # steps says the raise did not pay, not that the step's own rate was read too high.
