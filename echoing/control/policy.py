@@ -19,7 +19,8 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   finds the input behind with R risen raises the factor to the new knee at once.
 * ``CLIMB``: where steps still wait at the factor held (lumpy input, small buffers: the
   step rate read is below ``s``), a raise by :data:`CLIMB_STEP` is tried if it could pay
-  (``s`` over the rate read beats the raise's cost in progress). If its reading trains
+  (the loop's rate where the input keeps up, ``s`` with the loop's pauses in, which the
+  reading was held against, over the rate read beats the raise's cost in progress). If its reading trains
   faster by the objective it is kept and the climb goes on; if not, the factor goes back
   and no raise is tried from there again until the factor moves.
 * ``CHECK``: after ``check_every_steps`` of holding, the factor is divided by
