@@ -22,7 +22,7 @@ assigns the controller's factor to the :class:`echoing.torch.Factor` the loader 
 * **Checkpoints.** The callback's state (the factor, the steps seen, the decisions as
   ``(step, factor, cause)``) is saved in Lightning's checkpoint; on resume the factor is
   restored and the controller searches from it (``initial_factor``) rather than from
-  ``max_factor / 2``. The loader's own position is the loader's state
+  ``sqrt(max_factor)``. The loader's own position is the loader's state
   (``EchoedLoader.state_dict``), which Lightning saves with the fit loop where the
   loader is stateful.
 
