@@ -26,7 +26,7 @@ A reading that cannot tell, whose production is short of the threshold by less t
 tolerance, says the input keeps up: its steps ran within about twice the tolerance of
 their own rate, so a raise would buy little step rate for its copies. Reading it as
 behind gave a jittered step an ``R`` a little above the factor, and a raise to it, at
-every reading (design seed 1014 of ``benchmarks/controller_sweep.py``, 37% step jitter,
+every reading (design seed 1014 of ``benchmarks/controller_sweep.py``, 32% step jitter,
 ran from e = 8 to 13 where the best fixed factor was 2.9).
 
 Where the loop also says how long it waited for its own input (``input_wait``: the time
