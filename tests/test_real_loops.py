@@ -113,15 +113,19 @@ def assert_near(auto, ratio, max_factor=8.0):
         assert 0.8 * ratio <= factor <= 1.5 * ratio, log
 
 
-@pytest.mark.xfail(strict=False, reason="issue 58: law objective-middle-search-2026-11-28 held 2.3 here in one "
-                   "run alone and near 3 in another (R = 3, pauses charged to the loop: R / (1 + s p) is near 2.1); "
-                   "the bound 0.8 R predates the pause rule")
 def test_a_callback_that_pauses_mid_epoch_unannounced_does_not_raise_the_factor(step_rate):
     # 0.5 s every 100 steps: the issue's fit, where the rule-by-rule law went from 5.2 to 7.3.
-    auto = fit_with_auto_echo(3.0, step_rate, steps=600, callbacks=[PauseEvery(100, 0.5)])
-    assert_near(auto, 3.0)
+    every, seconds = 100, 0.5
+    auto = fit_with_auto_echo(3.0, step_rate, steps=600, callbacks=[PauseEvery(every, seconds)])
+    log = [str(d) for d in auto.decisions]
     # Found, though not told: left out of the opening, or charged to the loop afterwards.
     assert auto.controller.pause_per_step > 0 or any(d.cause == echoing.Cause.LEFT_OUT for d in auto.decisions)
+    # The pause rule charges the pauses to the loop: a step of the loop takes 1 / step_rate + seconds / every
+    # (about 12.5 + 5 ms), and the upstream reads through the pauses, so where its buffers hold a pause's batches
+    # the input keeps up from R / (1 + step_rate * seconds / every) (about 2.1 at R = 3), the factor the objective
+    # holds there; where they hold fewer, nearer R. The pauses must not raise it above R's band.
+    keeps_up_from = 3.0 / (1 + step_rate * seconds / every)
+    assert 0.8 * keeps_up_from <= held_factor(auto) <= 1.5 * 3.0, (keeps_up_from, log)
 
 
 def test_model_checkpoint_saving_mid_epoch(step_rate, tmp_path):
