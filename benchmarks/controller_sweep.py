@@ -359,19 +359,45 @@ def document_table(document: dict) -> str:
     return _with_seeds(document, lambda results: table(list(results.summaries)))
 
 
+def _split_table(document: dict, column: str, group_of: Callable[[Case], str], groups: tuple[str, ...],
+                 contenders: tuple[Contender, ...] = tuple(Contender)) -> str:
+    """Each of ``contenders``' distributions on the cases of each group (``group_of(case)``), in the order of ``groups``."""
+    settings, results = results_io.typed(document, SweepSettings, SweepResults)
+    group = {case.seed: group_of(case) for case in results.cases}
+    rows = []
+    for contender in contenders:
+        for slope in settings.slopes:
+            for name in groups:
+                over = sorted(r.over_best for r in results.results
+                              if r.contender == contender and r.slope == slope and group[r.seed] == name)
+                if over:
+                    rows.append([contender.value, f"{slope:g}", name, len(over), f"{statistics.median(over):.3f}",
+                                 f"{quantile(over, 0.95):.3f}", f"{over[-1]:.3f}"])
+    return markdown_table(["run by", "c", column, "cases", "p50", "p95", "worst"], rows)
+
+
 def document_reads_table(document: dict) -> str:
     """Each contender's distribution on the loops whose upstream reads batch by batch and on those that read in lumps."""
-    settings, results = results_io.typed(document, SweepSettings, SweepResults)
-    lumpy = {case.seed: case.lump_batches > 1 for case in results.cases}
-    rows = []
-    for contender in Contender:
-        for slope in settings.slopes:
-            for name, in_lumps in (("batch by batch", False), ("in lumps", True)):
-                over = sorted(r.over_best for r in results.results
-                              if r.contender == contender and r.slope == slope and lumpy[r.seed] == in_lumps)
-                rows.append([contender.value, f"{slope:g}", name, len(over), f"{statistics.median(over):.3f}",
-                             f"{quantile(over, 0.95):.3f}", f"{over[-1]:.3f}"])
-    return markdown_table(["run by", "c", "reads", "cases", "p50", "p95", "worst"], rows)
+    return _split_table(document, "reads", lambda case: "in lumps" if case.lump_batches > 1 else "batch by batch",
+                        ("batch by batch", "in lumps"))
+
+
+def course_of_ratio(case: Case) -> str:
+    """Whether R stays put, rises or falls over the case (a step or a ramp)."""
+    if case.change == Change.NONE:
+        return "stays put"
+    return "rises" if case.ratio_after > case.ratio else "falls"
+
+
+def document_changes_table(document: dict) -> str:
+    """The law's distribution, and two references', on the loops whose R stays put, rises or falls.
+
+    Where R stays put the best fixed factor is the best any schedule can do, so the whole
+    of the law's time over it is what measuring costs; where R moves, a law that follows it
+    can beat every fixed factor.
+    """
+    return _split_table(document, "R", course_of_ratio, ("stays put", "rises", "falls"),
+                        (Contender.LAW, Contender.TOLD_R_AFTER_OPENING, Contender.ONE_KNOWN_FACTOR))
 
 
 def plot(results: list[Result], path: Path) -> Path:

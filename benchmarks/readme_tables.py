@@ -46,6 +46,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "controller_targets": controller_sweep.document_target_table,
     "controller_in_step": controller_sweep.document_pair_table,
     "controller_reads": controller_sweep.document_reads_table,
+    "controller_changes": controller_sweep.document_changes_table,
     "controller_frontier": controller_sweep.document_frontier_table,
     "grain_echo": grain_echo.document_table,
     "xla_check": xla_check.document_table,
@@ -86,6 +87,7 @@ SOURCES = {
     "controller_in_step": "controller_sweep",
     "controller_targets": "controller_sweep",
     "controller_reads": "controller_sweep",
+    "controller_changes": "controller_sweep",
     "controller_frontier": "controller_sweep",
     "torch_stage_cost": "torch_time_to_target",
 }

@@ -104,3 +104,17 @@ def test_the_cli_runs_without_pairs_and_names_a_bad_count(tmp_path, capsys):
         with pytest.raises(SystemExit):
             sweep.main([argument, value, "--output-dir", str(tmp_path)])
         assert f"{argument}: expected a whole number" in capsys.readouterr().err
+
+
+def test_the_tables_split_by_reads_and_by_course_of_r_count_every_case_once():
+    document = results_io.read_results(results_io.RESULTS_DIR / "controller_sweep.json")
+    settings, results = results_io.typed(document, sweep.SweepSettings, sweep.SweepResults)
+    courses = [sweep.course_of_ratio(case) for case in results.cases]
+    assert set(courses) == {"stays put", "rises", "falls"}
+    assert courses.count("stays put") == sum(case.change == sweep.Change.NONE for case in results.cases)
+    for text, groups in ((sweep.document_changes_table(document), 3), (sweep.document_reads_table(document), 2)):
+        rows = [line.split(" | ") for line in text.splitlines()[2:]]
+        by_contender = {}
+        for row in rows:
+            by_contender.setdefault((row[0].lstrip("| "), row[1]), []).append(int(row[3]))
+        assert all(len(counts) == groups and sum(counts) == settings.cases for counts in by_contender.values())
