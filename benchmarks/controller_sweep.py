@@ -14,9 +14,8 @@ steps from 150 steps after it whose factor is within [0.85, 1.5] of the new R (c
 to ``[1, max_factor]``). The targets are named values (:data:`TARGETS`), tabled with a
 "met" column and plotted from the same values.
 
-The same command runs two more studies into the same results file: the frontier of one
-factor chosen without c (:mod:`benchmarks.lib.frontier`) and two trainers in step
-(:mod:`benchmarks.lib.in_step`).
+The same command runs two more studies into the same file: the frontier of one factor
+chosen without c (:mod:`benchmarks.lib.frontier`), two trainers in step (:mod:`benchmarks.lib.in_step`).
 
 The law was designed on cases drawn from seeds 1000 and up; the committed results and
 the CI slice (``tests/test_controller_sweep.py``) use seeds 0-199, which it was never
@@ -44,8 +43,8 @@ from benchmarks.lib.frontier import (CHOSEN_AT, FrontierSummary, KnownFactor, fr
                                      summarize_frontier)
 from benchmarks.lib.in_step import Pair, PairResult, PairSummary, Signals, pair_table, summarize_pairs, sweep_pairs
 from benchmarks.lib.loops import (FIRST_REPORTED_SEED, FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SETTLE_AFTER_CHANGE,
-                                  SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, distribution, draw_case, grid,
-                                  max_steps, quantile, run_fixed)
+                                  SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, course_of_ratio, distribution,
+                                  draw_case, grid, max_steps, run_fixed, split_rows)
 from benchmarks.lib.tables import markdown_table
 
 
@@ -359,43 +358,22 @@ def document_table(document: dict) -> str:
     return _with_seeds(document, lambda results: table(list(results.summaries)))
 
 
-def _split_table(document: dict, column: str, group_of: Callable[[Case], str], groups: tuple[str, ...],
-                 contenders: tuple[Contender, ...] = tuple(Contender)) -> str:
+def _split_table(document: dict, column: str, group_of: Callable, groups: tuple, contenders: tuple) -> str:
     """Each of ``contenders``' distributions on the cases of each group (``group_of(case)``), in the order of ``groups``."""
     settings, results = results_io.typed(document, SweepSettings, SweepResults)
     group = {case.seed: group_of(case) for case in results.cases}
-    rows = []
-    for contender in contenders:
-        for slope in settings.slopes:
-            for name in groups:
-                over = sorted(r.over_best for r in results.results
-                              if r.contender == contender and r.slope == slope and group[r.seed] == name)
-                if over:
-                    rows.append([contender.value, f"{slope:g}", name, len(over), f"{statistics.median(over):.3f}",
-                                 f"{quantile(over, 0.95):.3f}", f"{over[-1]:.3f}"])
-    return markdown_table(["run by", "c", column, "cases", "p50", "p95", "worst"], rows)
+    return markdown_table(["run by", "c", column, "cases", "p50", "p95", "worst"],
+                          split_rows(results.results, contenders, settings.slopes, lambda r: group[r.seed], groups))
 
 
 def document_reads_table(document: dict) -> str:
     """Each contender's distribution on the loops whose upstream reads batch by batch and on those that read in lumps."""
-    return _split_table(document, "reads", lambda case: "in lumps" if case.lump_batches > 1 else "batch by batch",
-                        ("batch by batch", "in lumps"))
-
-
-def course_of_ratio(case: Case) -> str:
-    """Whether R stays put, rises or falls over the case (a step or a ramp)."""
-    if case.change == Change.NONE:
-        return "stays put"
-    return "rises" if case.ratio_after > case.ratio else "falls"
+    reads = lambda case: "in lumps" if case.lump_batches > 1 else "batch by batch"  # noqa: E731
+    return _split_table(document, "reads", reads, ("batch by batch", "in lumps"), tuple(Contender))
 
 
 def document_changes_table(document: dict) -> str:
-    """The law's distribution, and two references', on the loops whose R stays put, rises or falls.
-
-    Where R stays put the best fixed factor is the best any schedule can do, so the whole
-    of the law's time over it is what measuring costs; where R moves, a law that follows it
-    can beat every fixed factor.
-    """
+    """The law's and two references' distributions where R stays put (its loss is all measuring), rises or falls."""
     return _split_table(document, "R", course_of_ratio, ("stays put", "rises", "falls"),
                         (Contender.LAW, Contender.TOLD_R_AFTER_OPENING, Contender.ONE_KNOWN_FACTOR))
 
@@ -449,8 +427,7 @@ def main(argv=None) -> None:
     seeds = range(args.first_seed, args.first_seed + args.cases)
     cases, results, frontier = sweep(seeds, args.processes, args.progress)
     summaries = [summarize(results, contender, slope) for contender in Contender for slope in SLOPES]
-    print(table(summaries))
-    print(target_table(summaries))
+    print(table(summaries), target_table(summaries), sep="\n")
     frontier_summaries = summarize_frontier(frontier, cases)
     print(frontier_table(frontier_summaries))
     pairs, pair_results, pair_summaries = [], [], []

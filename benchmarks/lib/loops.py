@@ -186,3 +186,27 @@ def distribution(slope: float, over_best: list[float], over_none: list[float]) -
 def run_fixed(case: Case, factor: float, progress: float = PROGRESS) -> Run:
     """The case at a fixed ``factor``, until ``progress``."""
     return simulate(case.scenario(max_steps(case, progress)), factor=factor, progress=progress, slope=max(SLOPES))
+
+
+def course_of_ratio(case: Case) -> str:
+    """Whether R stays put, rises or falls over the case (a step or a ramp)."""
+    if case.change == Change.NONE:
+        return "stays put"
+    return "rises" if case.ratio_after > case.ratio else "falls"
+
+
+def split_rows(results, contenders, slopes, group_of, groups) -> list[list]:
+    """Table rows: each contender's time over the best fixed factor (cases, p50, p95, worst) at each slope, per group.
+
+    ``results`` carry ``contender``, ``slope`` and ``over_best``; ``group_of(result)`` names its group.
+    """
+    rows = []
+    for contender in contenders:
+        for slope in slopes:
+            for name in groups:
+                over = sorted(r.over_best for r in results
+                              if r.contender == contender and r.slope == slope and group_of(r) == name)
+                if over:
+                    rows.append([contender.value, f"{slope:g}", name, len(over), f"{statistics.median(over):.3f}",
+                                 f"{quantile(over, 0.95):.3f}", f"{over[-1]:.3f}"])
+    return rows
