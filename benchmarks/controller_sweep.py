@@ -44,7 +44,7 @@ from benchmarks.lib.frontier import (CHOSEN_AT, FrontierSummary, KnownFactor, fr
 from benchmarks.lib.in_step import Pair, PairResult, PairSummary, Signals, pair_table, summarize_pairs, sweep_pairs
 from benchmarks.lib.loops import (FIRST_REPORTED_SEED, FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SETTLE_AFTER_CHANGE,
                                   SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, course_of_ratio, distribution,
-                                  draw_case, grid, max_steps, run_fixed, split_rows)
+                                  draw_case, grid, how_it_reads, max_steps, run_fixed, split_rows)
 from benchmarks.lib.tables import markdown_table
 
 
@@ -368,8 +368,7 @@ def _split_table(document: dict, column: str, group_of: Callable, groups: tuple,
 
 def document_reads_table(document: dict) -> str:
     """Each contender's distribution on the loops whose upstream reads batch by batch and on those that read in lumps."""
-    reads = lambda case: "in lumps" if case.lump_batches > 1 else "batch by batch"  # noqa: E731
-    return _split_table(document, "reads", reads, ("batch by batch", "in lumps"), tuple(Contender))
+    return _split_table(document, "reads", how_it_reads, ("batch by batch", "in lumps"), tuple(Contender))
 
 
 def document_changes_table(document: dict) -> str:

@@ -195,6 +195,11 @@ def course_of_ratio(case: Case) -> str:
     return "rises" if case.ratio_after > case.ratio else "falls"
 
 
+def how_it_reads(case: Case) -> str:
+    """Whether the case's upstream reads batch by batch or in lumps of several batches."""
+    return "in lumps" if case.lump_batches > 1 else "batch by batch"
+
+
 def split_rows(results, contenders, slopes, group_of, groups) -> list[list]:
     """Table rows: each contender's time over the best fixed factor (cases, p50, p95, worst) at each slope, per group.
 
