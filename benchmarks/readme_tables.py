@@ -18,7 +18,7 @@ from typing import Callable
 
 from benchmarks import (backends, controller_sweep, critical_batch, demo, grain_echo, service, service_processes,
                         shapes_baselines, throughput, xla_check)
-from benchmarks.lib import plans, reporting, results_io
+from benchmarks.lib import plans, readings, reporting, results_io
 from benchmarks.lib.run_records import Mode
 
 
@@ -36,6 +36,8 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
         reporting.of_seeds(reporting.results_of(document), (0, 1, 2))),
     "time_to_target_best_held_out": lambda document: reporting.best_table(
         reporting.of_seeds(reporting.results_of(document), (3, 4, 5))),
+    # What AutoEcho read in the replays, from the saved timelines' decisions.
+    "time_to_target_reads": lambda document: readings.reads_table(reporting.results_of(document)),
     "time_to_target_wallclock": lambda document: reporting.wallclock_table(reporting.results_of(document)),
     "time_to_target_wallclock_best": lambda document: reporting.best_table(reporting.results_of(document), Mode.WALLCLOCK),
     "time_to_target_seeds": lambda document: reporting.paired_table(reporting.results_of(document),
@@ -80,7 +82,7 @@ RENDERERS.update({"time_to_target_plans": _plans_table("time_to_target"),
 # Tables drawn from another table's results file.
 SOURCES = {
     **{name: "time_to_target" for name in ("time_to_target_replay", "time_to_target_best",
-                                           "time_to_target_best_held_out", "time_to_target_wallclock",
+                                           "time_to_target_best_held_out", "time_to_target_reads", "time_to_target_wallclock",
                                            "time_to_target_wallclock_best", "time_to_target_plans")},
     "time_to_target_seeds_plans": "time_to_target_seeds",
     "time_to_target_seeds_fixed": "time_to_target_seeds",

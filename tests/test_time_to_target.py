@@ -566,3 +566,48 @@ def test_a_tasks_pipeline_settings_cannot_override_what_every_run_sets():
     task = TINY_TASKS["transformer"].with_settings(pipeline={"seed": 3})
     with pytest.raises(ValueError, match="pipeline: 'seed' is set by every run"):
         run_spec(task, "none", 1.0, 0).pipeline_config()
+
+
+def test_the_r_each_reading_gave_is_read_back_from_the_controllers_own_reasons():
+    from benchmarks.lib import readings
+    from echoing.simulation import ELEMENTS_PER_STEP, Scenario, simulate
+
+    # A real controller's decisions, so that a change to EchoDecision.reason's wording fails here.
+    controller = echoing.EchoController(max_factor=8.0, elements_per_step=ELEMENTS_PER_STEP)
+    simulate(Scenario(ratio=lambda step: 3.0 if step < 300 else 6.0, steps=900, step_seconds=0.01),
+             factor=controller.factor, controller=controller)
+    measuring = [d for d in controller.decisions if d.cause in readings.MEASURING]
+    assert measuring
+    for decision in measuring:
+        factor, ratio = readings.ratio_read(Decision.of(decision))
+        assert factor == pytest.approx(decision.reading.factor, rel=1e-3)
+        assert ratio == pytest.approx(decision.ratio, rel=1e-2)
+    assert readings.ratio_read(Decision.of(controller.decisions[0])) == (None, None)  # The opening reads none.
+    broken = dataclasses.replace(Decision.of(measuring[0]), reason="the input cannot keep up")
+    with pytest.raises(ValueError, match="reason: expected an R read"):
+        readings.ratio_read(broken)
+
+
+def test_the_reads_table_sets_autoechos_readings_of_r_beside_the_r_set_and_counts_its_climbs():
+    from benchmarks.lib import readings
+
+    def decision(step, factor, cause, reason):
+        return Decision(step, factor, 8.0, Phase.HOLD, cause, reason)
+
+    def saved(seed, mode, reads, climbs=0):
+        config = RunConfig(mode, "transformer", "example", None, 256, seed, 4.0, auto_echo=True, max_factor=8.0)
+        decisions = [decision(0, 8.0, Cause.START, "opening at e=8 to measure the step's own rate")]
+        decisions += [decision(100 * (i + 1), min(8.0, 1.05 * r), Cause.MEASURED,
+                               f"the input cannot keep up: R = {r:.3g} (at e={e:g} over 56 steps: 30 steps/s, the input "
+                               f"made 27 batches/s +-29%, the step's own rate 64/s)") for i, (e, r) in enumerate(reads)]
+        decisions += [decision(1000 + i, 5.0, Cause.CLIMB, "steps still wait") for i in range(climbs)]
+        timeline = AutoEchoTimeline((0.1,), (8.0,), 0.0, tuple(decisions), None, law="test")
+        return SavedTimeline(config, timeline)
+
+    results = TimeToTargetResults((), auto_echo_timelines=(
+        saved(0, "replay", [(2.828, 8.0), (3.2, 4.0)]), saved(1, "replay", [(2.828, 4.4), (6.0, 12.0)], climbs=1),
+        saved(0, "wallclock", [(2.0, 40.0)])))  # Left out: R on this CPU is not the R set.
+    table = readings.reads_table(results)
+    # Below R: 2.0, 1.0 and 1.1 times R (median 1.1); at or above: 3.0; off by 1.5x: 8.0 and 12.0.
+    assert "| transformer | 4 | 2 | 4 | 1.10 (1.00-2.00) (3) | 3.00 (1) | 2 of 4 | 1 (0) |" in table
+    assert "wallclock" not in table and table.count("| transformer |") == 1

@@ -144,7 +144,8 @@ def wallclock_rows(results: TimeToTargetResults) -> list[Row]:
                                        Measure.HELD_FACTOR))
 
 
-def _fmt(value: Optional[Spread], spec: str, ratio: bool = False) -> str:
+def spread_cell(value: Optional[Spread], spec: str, ratio: bool = False) -> str:
+    """A table cell: the median and, over more than one value, its range (``-`` for none); ``x`` after ratios."""
     if value is None:
         return "-"
     suffix = "x" if ratio else ""
@@ -159,14 +160,14 @@ def _inverse(value: Optional[Spread]) -> Optional[Spread]:
 
 def _factor_label(row: Row) -> str:
     """The e column: the fixed factor, or the factor AutoEcho held."""
-    return f"AutoEcho (held {_fmt(row.of(Measure.HELD_FACTOR), '.1f')})" if row.config.auto_echo else f"{row.config.factor:g}"
+    return f"AutoEcho (held {spread_cell(row.of(Measure.HELD_FACTOR), '.1f')})" if row.config.auto_echo else f"{row.config.factor:g}"
 
 
 def sample_table(results: TimeToTargetResults) -> str:
     """Markdown: fresh examples and steps to target per configuration, medians (min-max) over seeds."""
     rows = [[r.config.task, r.config.placement, f"{r.config.factor:g}", r.config.echo_shuffle, f"{r.reached}/{r.runs}",
-             _fmt(r.of(Measure.FRESH_EXAMPLES), ",.0f"), _fmt(r.vs_baseline(Measure.FRESH_EXAMPLES), ".2f"),
-             _fmt(r.of(Measure.STEPS), ",.0f"), _fmt(r.vs_baseline(Measure.STEPS), ".2f")]
+             spread_cell(r.of(Measure.FRESH_EXAMPLES), ",.0f"), spread_cell(r.vs_baseline(Measure.FRESH_EXAMPLES), ".2f"),
+             spread_cell(r.of(Measure.STEPS), ",.0f"), spread_cell(r.vs_baseline(Measure.STEPS), ".2f")]
             for r in sample_rows(results) if not r.config.auto_echo]
     return markdown_table(["task", "placement", "e", "echo shuffle", "reached", "fresh examples",
                            "fresh vs baseline (same seed)", "steps", "steps vs baseline"], rows, align="llrrrrrrr")
@@ -188,11 +189,11 @@ def replay_table(results: TimeToTargetResults) -> str:
     for r in replay_rows(results):
         key = (r.config.task, r.config.ratio)
         ratios, over_run = measured.get(key), realised.get(key)
-        rows.append([r.config.task, f"{r.config.ratio:g}", _fmt(spread(ratios), ".2f") if ratios else "-",
-                     _fmt(spread(over_run), ".2f") if over_run else "-", _factor_label(r), r.config.echo_shuffle,
-                     f"{r.reached}/{r.runs}", _fmt(r.of(Measure.SECONDS_IN_STEPS), ",.0f"),
-                     _fmt(_inverse(r.vs_baseline(Measure.SECONDS_IN_STEPS)), ".2f", ratio=True),
-                     _fmt(r.of(Measure.FRESH_EXAMPLES), ",.0f"), _fmt(r.of(Measure.STEPS), ",.0f")])
+        rows.append([r.config.task, f"{r.config.ratio:g}", spread_cell(spread(ratios), ".2f") if ratios else "-",
+                     spread_cell(spread(over_run), ".2f") if over_run else "-", _factor_label(r), r.config.echo_shuffle,
+                     f"{r.reached}/{r.runs}", spread_cell(r.of(Measure.SECONDS_IN_STEPS), ",.0f"),
+                     spread_cell(_inverse(r.vs_baseline(Measure.SECONDS_IN_STEPS)), ".2f", ratio=True),
+                     spread_cell(r.of(Measure.FRESH_EXAMPLES), ",.0f"), spread_cell(r.of(Measure.STEPS), ",.0f")])
     return markdown_table(["task", "R", "measured R", "R over the baseline's run", "e", "echo shuffle", "reached",
                            "time to target (step times)", "speedup over baseline (same seed)", "fresh examples",
                            "steps"], rows, align="lrrrlrrrrrr")
@@ -248,11 +249,11 @@ def wallclock_table(results: TimeToTargetResults) -> str:
         key = (r.config.task, r.config.ratio)
         rates, over_run = measured.get(key), over_runs.get(key)
         rows.append([r.config.task, f"{r.config.ratio:g}", f"{rates.measured_ratio:.2f}" if rates else "-",
-                     _fmt(spread(over_run), ".2f") if over_run else "-", _factor_label(r), r.config.echo_shuffle,
-                     f"{r.reached}/{r.runs}", _fmt(r.of(Measure.SECONDS), ",.0f"),
-                     _fmt(r.of(Measure.SECONDS_IN_STEPS), ",.0f"),
-                     _fmt(_inverse(r.vs_baseline(Measure.SECONDS)), ".2f", ratio=True),
-                     _fmt(r.of(Measure.FRESH_EXAMPLES), ",.0f"), _fmt(r.of(Measure.STEPS), ",.0f")])
+                     spread_cell(spread(over_run), ".2f") if over_run else "-", _factor_label(r), r.config.echo_shuffle,
+                     f"{r.reached}/{r.runs}", spread_cell(r.of(Measure.SECONDS), ",.0f"),
+                     spread_cell(r.of(Measure.SECONDS_IN_STEPS), ",.0f"),
+                     spread_cell(_inverse(r.vs_baseline(Measure.SECONDS)), ".2f", ratio=True),
+                     spread_cell(r.of(Measure.FRESH_EXAMPLES), ",.0f"), spread_cell(r.of(Measure.STEPS), ",.0f")])
     return markdown_table(["task", "R", "R under load", "R over the runs", "e", "echo shuffle", "reached",
                            "time to target (s)", "(loaded step times)", "speedup over baseline (same seed)",
                            "fresh examples", "steps"], rows, align="lrrrlrrrrrrr")
@@ -376,7 +377,7 @@ def paired_table(results: TimeToTargetResults, mode: Mode = Mode.REPLAY, factor_
             rows.append([task, f"{ratio:g}", pair.seed, fixed, f"{pair.auto_steps:,}", f"{pair.fixed_steps:,}",
                          f"{pair.time:.2f}", f"{pair.time_per_step:.2f}", f"{pair.steps:.2f}"])
         if pairs:
-            summary = [_fmt(spread([getattr(pair, name) for pair in pairs]), ".2f")
+            summary = [spread_cell(spread([getattr(pair, name) for pair in pairs]), ".2f")
                        for name in ("time", "time_per_step", "steps")]
             rows.append([task, f"{ratio:g}", f"median of {len(pairs)}", fixed, "", "", *summary])
     return markdown_table(["task", "R", "seed", "fixed e (echo shuffle)", "AutoEcho steps", "fixed e's steps",
@@ -415,7 +416,7 @@ def fixed_steps_table(results: TimeToTargetResults) -> str:
         low = factors[0]
         ratios = [spread([steps[f, seed] / steps[low, seed] for seed in seeds if (f, seed) in steps and (low, seed) in steps])
                   for f in factors[1:]]
-        rows.append([*label, f"median over e = {low:g}", "", *(_fmt(r, ".2f") for r in ratios)])
+        rows.append([*label, f"median over e = {low:g}", "", *(spread_cell(r, ".2f") for r in ratios)])
     return markdown_table(["task", "placement (echo shuffle)", "seed", *(f"e = {f:g}" for f in factors)], rows,
                           align="llr" + "r" * len(factors))
 
@@ -429,9 +430,9 @@ def best_table(results: TimeToTargetResults, mode: Mode = Mode.REPLAY) -> str:
         auto_speedup = None if auto is None else _inverse(auto.vs_baseline(Measure.SECONDS_IN_STEPS))
         held = None if auto is None else auto.of(Measure.HELD_FACTOR)
         rows.append([r.task, f"{r.ratio:g}", f"{r.best.factor:g} ({r.best.echo_shuffle})",
-                     _fmt(r.best_speedup, ".2f", ratio=True), reached, _fmt(auto_speedup, ".2f", ratio=True),
-                     _fmt(held, ".1f"), _fmt(r.auto_time_vs_best, ".2f"), _fmt(r.auto_time_per_step_vs_best, ".2f"),
-                     _fmt(r.auto_steps_vs_best, ".2f")])
+                     spread_cell(r.best_speedup, ".2f", ratio=True), reached, spread_cell(auto_speedup, ".2f", ratio=True),
+                     spread_cell(held, ".1f"), spread_cell(r.auto_time_vs_best, ".2f"), spread_cell(r.auto_time_per_step_vs_best, ".2f"),
+                     spread_cell(r.auto_steps_vs_best, ".2f")])
     return markdown_table(["task", "R", "best fixed e (echo shuffle)", "its speedup", "AutoEcho reached",
                            "AutoEcho speedup", "e AutoEcho held", "AutoEcho time / best fixed e's",
                            "= time per step / best's", "x steps / best's"], rows, align="lrrrrrrrrr")
