@@ -82,8 +82,9 @@ RENDERERS.update({"time_to_target_plans": _plans_table("time_to_target"),
 # Tables drawn from another table's results file.
 SOURCES = {
     **{name: "time_to_target" for name in ("time_to_target_replay", "time_to_target_best",
-                                           "time_to_target_best_held_out", "time_to_target_reads", "time_to_target_wallclock",
-                                           "time_to_target_wallclock_best", "time_to_target_plans")},
+                                           "time_to_target_best_held_out", "time_to_target_reads",
+                                           "time_to_target_wallclock", "time_to_target_wallclock_best",
+                                           "time_to_target_plans")},
     "time_to_target_seeds_plans": "time_to_target_seeds",
     "time_to_target_seeds_fixed": "time_to_target_seeds",
     "controller_in_step": "controller_sweep",

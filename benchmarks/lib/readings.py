@@ -17,7 +17,6 @@ or from climbs.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Optional
 
@@ -29,8 +28,10 @@ from benchmarks.lib.timelines import Decision
 
 # The causes whose reason states an R read, and how echoing.EchoDecision.reason words it.
 MEASURING = (Cause.MEASURED, Cause.INPUT_SLOWER, Cause.SLOWER_THAN_MAX)
-_RATIO = re.compile(r"R (?:=|rose to) (?P<ratio>[0-9.]+(?:e[+-]?[0-9]+)?|inf)\)? \(at e=(?P<factor>[0-9.]+(?:e[+-]?[0-9]+)?) ")
-# A reading is counted as far off where it reads R this many times the R set, or more.
+_NUMBER = r"[0-9.]+(?:e[+-]?[0-9]+)?"
+_RATIO = re.compile(rf"R (?:=|rose to) (?P<ratio>{_NUMBER}|inf)\)? \(at e=(?P<factor>{_NUMBER}) ")
+# A reading is counted as far off where it reads R this many times the R set or more, or
+# that many times less.
 FAR_OFF = 1.5
 
 
@@ -51,7 +52,7 @@ def ratio_read(decision: Decision) -> tuple[Optional[float], Optional[float]]:
 
 
 def reads_table(results: TimeToTargetResults) -> str:
-    """Markdown: per task and R of the replays, AutoEcho's readings of R (median and range over all seeds' readings) and climbs.
+    """Markdown: per task and R of the replays, AutoEcho's readings of R (median, range over all seeds) and climbs.
 
     Replays only: there R is what the modelled host's read is set to, while on this CPU
     (``Mode.WALLCLOCK``) the load moves it (R = 1 ran at 1.22, ``docs/results/time_to_target.md``).
@@ -79,7 +80,4 @@ def reads_table(results: TimeToTargetResults) -> str:
 
 
 def _cell(values: list) -> str:
-    if not values:
-        return "-"
-    finite = [v for v in values if math.isfinite(v)]
-    return f"{reporting.spread_cell(reporting.spread(finite), '.2f')} ({len(values)})" if finite else f"inf ({len(values)})"
+    return f"{reporting.spread_cell(reporting.spread(values), '.2f')} ({len(values)})" if values else "-"

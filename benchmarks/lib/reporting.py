@@ -160,7 +160,9 @@ def _inverse(value: Optional[Spread]) -> Optional[Spread]:
 
 def _factor_label(row: Row) -> str:
     """The e column: the fixed factor, or the factor AutoEcho held."""
-    return f"AutoEcho (held {spread_cell(row.of(Measure.HELD_FACTOR), '.1f')})" if row.config.auto_echo else f"{row.config.factor:g}"
+    if not row.config.auto_echo:
+        return f"{row.config.factor:g}"
+    return f"AutoEcho (held {spread_cell(row.of(Measure.HELD_FACTOR), '.1f')})"
 
 
 def sample_table(results: TimeToTargetResults) -> str:
@@ -430,8 +432,9 @@ def best_table(results: TimeToTargetResults, mode: Mode = Mode.REPLAY) -> str:
         auto_speedup = None if auto is None else _inverse(auto.vs_baseline(Measure.SECONDS_IN_STEPS))
         held = None if auto is None else auto.of(Measure.HELD_FACTOR)
         rows.append([r.task, f"{r.ratio:g}", f"{r.best.factor:g} ({r.best.echo_shuffle})",
-                     spread_cell(r.best_speedup, ".2f", ratio=True), reached, spread_cell(auto_speedup, ".2f", ratio=True),
-                     spread_cell(held, ".1f"), spread_cell(r.auto_time_vs_best, ".2f"), spread_cell(r.auto_time_per_step_vs_best, ".2f"),
+                     spread_cell(r.best_speedup, ".2f", ratio=True), reached,
+                     spread_cell(auto_speedup, ".2f", ratio=True), spread_cell(held, ".1f"),
+                     spread_cell(r.auto_time_vs_best, ".2f"), spread_cell(r.auto_time_per_step_vs_best, ".2f"),
                      spread_cell(r.auto_steps_vs_best, ".2f")])
     return markdown_table(["task", "R", "best fixed e (echo shuffle)", "its speedup", "AutoEcho reached",
                            "AutoEcho speedup", "e AutoEcho held", "AutoEcho time / best fixed e's",

@@ -21,8 +21,8 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   step rate read is below ``s``), a raise by :data:`CLIMB_STEP` is tried if it could pay
   (the loop's rate where the input keeps up, ``s`` with the loop's pauses in, which the
   reading was held against, over the rate read beats the raise's cost in progress). If
-  its reading trains faster by the objective it is kept and the climb goes on; if not, the factor goes back
-  and no raise is tried from there again until the factor moves.
+  its reading trains faster by the objective it is kept and the climb goes on; if not,
+  the factor goes back and no raise is tried from there again until the factor moves.
 * ``CHECK``: after ``check_every_steps`` of holding, the factor is divided by
   ``check_divisor``, below R: a reading there gives R afresh. If R stayed put (the knee
   within :data:`CONFIRM_BAND`), the factor goes back to the one held, climbed or not,
