@@ -48,20 +48,25 @@ def run_until_waiting():
     passes on a busy machine; the deadline only bounds a hang.
     """
     def run(command, deadline_seconds=240, **popen):
-        with tempfile.TemporaryFile("w+") as out:
-            job = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL, start_new_session=True, **popen)
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "stdout")
+            # The job writes through its own descriptor and this process reads through
+            # another: one shared descriptor shares its offset, so a seek(0) to read moved
+            # where the job wrote next, and a CI run read step 12's record over steps 1 and 2.
+            with open(path, "w") as out:
+                job = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL, start_new_session=True, **popen)
             try:
                 deadline = time.monotonic() + deadline_seconds
                 while time.monotonic() < deadline and job.poll() is None:
-                    out.seek(0)
-                    if '"waiting"' in out.read():
-                        break
+                    with open(path) as printed:
+                        if '"waiting"' in printed.read():
+                            break
                     time.sleep(0.1)
             finally:
                 os.killpg(job.pid, signal.SIGKILL)
                 job.wait(timeout=60)
-            out.seek(0)
-            records = [json.loads(line) for line in out.read().splitlines() if line.startswith("{")]
+            with open(path) as printed:
+                records = [json.loads(line) for line in printed.read().splitlines() if line.startswith("{")]
         assert job.returncode == -signal.SIGKILL and any("waiting" in r for r in records), "the job was not killed mid-run"
         return records
 
