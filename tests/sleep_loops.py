@@ -113,13 +113,30 @@ def step_rate_alone(model: SleepStep, config: SleepLoopConfig) -> float:
     return rate_between(times.times, config.warmup_steps)
 
 
-def auto_run(model, limiter, config, steps, schedule=None, **settings) -> tuple[echoing.AutoEcho, StepTimes]:
-    """One ``fit`` of ``steps`` steps with AutoEcho (and ``settings``); ``schedule`` maps steps to new upstream rates."""
+class StopWhen(keras.callbacks.Callback):
+    """Ends ``fit`` after the first step at which ``done()`` holds."""
+
+    def __init__(self, done):
+        super().__init__()
+        self.done = done
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.done():
+            self.model.stop_training = True
+
+
+def auto_run(model, limiter, config, steps, schedule=None, until=None, **settings) -> tuple[echoing.AutoEcho, StepTimes]:
+    """One ``fit`` of at most ``steps`` steps with AutoEcho (and ``settings``).
+
+    ``schedule`` maps steps to new upstream rates; ``until(auto)`` ends the fit early once it holds,
+    so a test that waits for a decision runs only as long as the law takes on this host.
+    """
     factor = tf.Variable(1.0, dtype=tf.float64)
     stats = echoing.EchoStats()
     settings.setdefault("elements_per_step", config.batch_size)  # The stage echoes examples.
     auto = echoing.AutoEcho(factor, max_factor=config.max_factor, stats=stats, verbose=0, **settings)
     times = StepTimes()
     callbacks = [auto, times] + ([RateSchedule(limiter, schedule)] if schedule else [])
+    callbacks += [StopWhen(lambda: until(auto))] if until else []
     model.fit(paced_dataset(limiter, factor, config, stats), steps_per_epoch=steps, epochs=1, verbose=0, callbacks=callbacks)
     return auto, times
