@@ -61,7 +61,7 @@ from typing import Optional
 
 from echoing._checks import check_int, check_number
 from echoing.control.estimate import Measurement, Reading
-from echoing.control.policy import Cause, Phase, Policy
+from echoing.control.policy import OPENING_PULL_FREE_MIN_STEPS, PULL_FREE_MIN_STEPS, Cause, Phase, Policy
 from echoing.control.windows import Interval, LeftOut, StepClock
 
 __all__ = ["Cause", "ControllerSettings", "EchoController", "EchoDecision", "LAW", "Phase"]
@@ -69,7 +69,7 @@ __all__ = ["Cause", "ControllerSettings", "EchoController", "EchoDecision", "LAW
 # The law's name, saved with every replayed AutoEcho timeline (benchmarks/time_to_target.py)
 # so that timelines of another law are timed again rather than reused. A change of what
 # the law decides names a new one; its history is in docs/decisions/.
-LAW = "objective-middle-search-2026-11-28"
+LAW = "pull-free-steps-2026-11-29"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,7 +252,8 @@ class EchoController:
                              "when it echoes batches); got None")
         self.settings = settings
         self._policy = Policy(settings.max_factor, settings.headroom, settings.check_divisor,
-                              settings.check_every_steps, settings.initial_factor, settings.copy_cost)
+                              settings.check_every_steps, settings.initial_factor, settings.copy_cost,
+                              settings.tolerance)
         self._clock = StepClock(settings.elements_per_step)
         self._measurement: Optional[Measurement] = None
         self.decisions: list[EchoDecision] = []
@@ -323,13 +324,15 @@ class EchoController:
         if (not self._measurement.add(interval.steps, interval.seconds, interval.fresh, interval.waited)
                 or self.settings.max_factor == 1):
             return None
+        self._policy.own_rate_between_pulls(self._clock.pull_free_rate(PULL_FREE_MIN_STEPS))
         own_rate = self._clock.loop_rate(self._policy.own_rate) if math.isfinite(self._policy.own_rate) else math.nan
         reading = self._measurement.reading(own_rate, self._policy.own_wait)
         if reading is None or not reading.complete:
             return None
         self.window_rates.append((interval.end_step, reading.step_rate))
         previous, opening = self.factor, self.phase == Phase.OPEN
-        phase, factor, cause = self._policy.next(interval.end_step, reading)
+        pull_free = self._clock.pull_free_rate(OPENING_PULL_FREE_MIN_STEPS) if opening else math.nan
+        phase, factor, cause = self._policy.next(interval.end_step, reading, pull_free)
         if opening:
             self._clock.end_opening()
         if factor != previous or cause != Cause.KEEPS_UP or phase != Phase.HOLD:

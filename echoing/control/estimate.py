@@ -101,6 +101,9 @@ class Reading:
         without ``input_wait``).
       marginal: read as keeping up, though short of the threshold on its sums: by less
         than two standard errors and less than the tolerance (see the module docstring).
+      made_rate: output batches per second the echo stage made from its pulls (``factor``
+        times the fresh batches it pulled per second): ``production_rate``, save in the
+        opening, whose production is its step rate.
     """
 
     factor: float
@@ -115,6 +118,7 @@ class Reading:
     held_back: bool = False
     wait_share: float = math.nan
     marginal: bool = False
+    made_rate: float = math.nan
 
 
 @dataclasses.dataclass
@@ -271,5 +275,6 @@ class Measurement:
             bound = bound and not marginal
         ratio = math.nan if not bound else self.factor * own_rate / production if production > 0 else math.inf
         relative = error / production if production > 0 else math.inf
+        made = self.factor * sum(w.fresh for w in self.windows) / seconds
         return Reading(self.factor, steps, step_rate, production, relative, own_rate, bound, ratio, complete,
-                       held_back, share, marginal)
+                       held_back, share, marginal, made)

@@ -9,7 +9,13 @@ Where the input arrives batch by batch the objective peaks at ``R``: below it st
 above it copies cost progress and buy no step rate. The policy moves through five phases
 (:class:`Phase`):
 
-* ``OPEN``: ``max_factor``, where the input is outrun if anywhere: its step rate is ``s``.
+* ``OPEN``: ``max_factor``, where the input is outrun if anywhere: its step rate is ``s``,
+  unless the steps between the echo stage's pulls ran faster than the opening's steps did
+  on the whole (``pull_free_rate``, :meth:`echoing.control.windows.StepClock.pull_free_rate`):
+  then the steps waited for input even at ``max_factor``, ``s`` is that faster rate, and
+  the opening gives ``R = max_factor * s / made`` (``made``: the output batches the echo
+  stage made per second). Where that R is at least ``max_factor`` the law holds
+  ``max_factor`` at once, without a search below it.
 * ``SEARCH``: ``sqrt(max_factor)``, the middle of ``[1, max_factor]`` on a log scale,
   halved while the input keeps up (R is below it), until a reading says it cannot (then
   R is known) or the factor is 1 (training is not input-bound). A reading above R costs
@@ -28,7 +34,9 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   within :data:`CONFIRM_BAND`), the factor goes back to the one held, climbed or not,
   and the next check waits twice as long (up to :data:`MAX_CHECK_BACKOFF` times); if R
   moved, the factor goes to the new knee; if the input keeps up even there, R fell,
-  and the search goes on down from there. There is no check while the input is behind
+  and the search goes on down from there, by :data:`AFTER_CHECK_DIVISOR` at a time rather
+  than by 2: a check that keeps up is often the stock the buffers banked at the factor
+  held, not a large fall of R. There is no check while the input is behind
   at ``max_factor`` (a lower factor can only be slower there): once a reading finds it
   behind there, or R at or above ``max_factor`` anywhere, checks run again only after
   readings at ``max_factor`` have found it keeping up for :data:`AT_MAX_KEEPS_UP_STEPS`
@@ -39,11 +47,22 @@ A reading **held back** (a trainer in step whose loop did not wait for its own i
 while another's held the steps back) keeps the factor and holds it; in ``HOLD`` it
 counts as keeping up.
 
-A reading at a factor whose step rate beats ``s`` by more than the tolerance raises
-``s`` to it (the opening read a slower step: a cold start, a contended machine, an input
-slower than ``max_factor`` steps); two raises to a new knee in a row that brought no
-faster steps lower ``s`` to the rate measured (it was read too high, or the step got
-slower).
+After the opening, ``s`` is the rate of the recent steps between the echo stage's pulls
+once they hold :data:`PULL_FREE_MIN_STEPS` steps (``pull_free_rate``), at every reading,
+up or down: a mean over a few hundred steps that did not wait, not the fastest reading
+so far, which a jittered step biases high (design seed 1310 of
+``benchmarks/controller_sweep.py``: 33% step jitter, R = 0.54, an opening read 11% fast
+and every reading after it read "behind", up to ``max_factor`` 16). It may read a little
+fast itself: where the echo stage pulls as the input's reads arrive (the input behind, or
+barely keeping up), an interval is the likelier to hold a pull the longer it is, so the
+pull-free ones are the shorter, by about the steps' squared coefficient of variation
+times the pulls per step (15% at 36% step jitter and e = 1, design seed 1032). Lowering
+``s`` only, and never raising it, was screened and not taken: trainers in step (whose
+steps between pulls wait for the slowest trainer) ratcheted ``s`` down to their shared
+rate and held too little echo (docs/decisions/0015-the-steps-between-pulls.md). A
+reading at a factor whose step rate beats ``s`` by more than twice its error (and at
+least 10%) raises ``s`` to it; two raises to a new knee in a row that brought no faster
+steps lower ``s`` to the rate measured (it was read too high, or the step got slower).
 
 >>> policy = Policy(max_factor=8.0, headroom=1.05, check_divisor=1.25, check_every_steps=200)
 >>> policy.factor, policy.phase.value
@@ -87,6 +106,16 @@ SEARCH_START = 0.5
 # A climb above the knee raises the factor by this much at a time (1.5 did no better on the
 # design seeds, docs/decisions/0012-the-objective-and-copy-cost.md).
 CLIMB_STEP = 1.25
+# A search that goes on from a check that kept up lowers the factor by this much at a time,
+# not by 2: on the design seeds 1000-1199 of benchmarks/controller_sweep.py it took the p95
+# over the best fixed factor from 1.188 / 1.187 to 1.166 / 1.171 (c = 0.05 / 0.19) and the
+# worst at c = 0.19 from 1.533 to 1.417 (docs/decisions/0015-the-steps-between-pulls.md).
+AFTER_CHECK_DIVISOR = 1.5
+# The pull-free steps the step's own rate is read from after the opening: at least this
+# many, so that a jittered step does not set it from a few.
+PULL_FREE_MIN_STEPS = 64
+# The opening's steps between pulls read the step's own rate from at least this many.
+OPENING_PULL_FREE_MIN_STEPS = 8
 
 
 class Phase(str, enum.Enum):
@@ -145,8 +174,10 @@ class Policy:
     """
 
     def __init__(self, max_factor: float, headroom: float, check_divisor: float,
-                 check_every_steps: Optional[int], initial_factor: float = 1.0, copy_cost: float = 0.13) -> None:
+                 check_every_steps: Optional[int], initial_factor: float = 1.0, copy_cost: float = 0.13,
+                 tolerance: float = 0.08) -> None:
         self.max_factor = float(max_factor)
+        self.tolerance = tolerance
         self.copy_cost = copy_cost
         self.headroom = headroom
         self.check_divisor = check_divisor
@@ -166,17 +197,35 @@ class Policy:
         self._keeps_up_at_max_since: Optional[int] = None  # the first step of the readings at max_factor that keep up
         self._below: Optional[tuple[float, float]] = None  # (factor, objective) a raise left
         self._climb_ended: Optional[float] = None  # the factor a raise that did not pay went back to
+        self._after_check = False  # the search goes on from a check that kept up
 
     def clip(self, factor: float) -> float:
         return min(self.max_factor, max(1.0, round(factor, 3)))
 
-    def next(self, step: int, reading: Reading) -> tuple[Phase, float, Cause]:
-        """The phase and factor after a complete ``reading`` taken at the factor in force, and why."""
+    def own_rate_between_pulls(self, pull_free_rate: float) -> None:
+        """After the opening, ``s`` is the recent steps' rate between pulls, where there are enough of them (nan: none)."""
+        if self.phase != Phase.OPEN and math.isfinite(pull_free_rate):
+            self.own_rate = pull_free_rate
+
+    def next(self, step: int, reading: Reading, pull_free_rate: float = math.nan) -> tuple[Phase, float, Cause]:
+        """The phase and factor after a complete ``reading`` taken at the factor in force, and why.
+
+        ``pull_free_rate``: in the opening, the rate of its steps between the echo stage's
+        pulls (nan if too few; see the module docstring).
+        """
         if reading.step_rate > self.own_rate * (1 + 2 * _tol(reading)) or not math.isfinite(self.own_rate):
             self.own_rate = reading.step_rate  # Steps this fast prove the step's own rate at least this.
         if self.phase == Phase.OPEN:
             if math.isfinite(reading.wait_share):
                 self.own_wait = reading.wait_share
+            if pull_free_rate > reading.step_rate * (1 + self.tolerance) and reading.made_rate > 0:
+                # The steps between pulls ran faster than the opening's: they waited for input at max_factor.
+                self.own_rate = pull_free_rate
+                ratio = reading.factor * pull_free_rate / reading.made_rate
+                if ratio >= self.max_factor:
+                    self.ratio = min(ratio, 10 * self.max_factor)
+                    self.behind_at_max, self._keeps_up_at_max_since = True, None
+                    return self._go(step, Phase.HOLD, self.max_factor, Cause.SLOWER_THAN_MAX)
             start = self.initial_factor if self.initial_factor > 1 else self.max_factor ** SEARCH_START
             return self._go(step, Phase.SEARCH, self.clip(start), Cause.OWN_RATE)
         if reading.input_bound and (reading.factor >= self.max_factor or reading.ratio >= self.max_factor):
@@ -254,7 +303,9 @@ class Policy:
             self.ratio = 1.0
             return self._go(step, Phase.HOLD, 1.0, Cause.NOT_INPUT_BOUND)
         self.ratio = min(self.ratio, reading.factor) if math.isfinite(self.ratio) else reading.factor
-        return self._go(step, Phase.SEARCH, self.clip(reading.factor / 2), Cause.KEEPS_UP)
+        self._after_check = self.phase == Phase.CHECK or (self.phase == Phase.SEARCH and self._after_check)
+        divisor = AFTER_CHECK_DIVISOR if self._after_check else 2
+        return self._go(step, Phase.SEARCH, self.clip(reading.factor / divisor), Cause.KEEPS_UP)
 
     def objective(self, reading: Reading) -> float:
         """Training progress per second at the reading's factor: its step rate times a step's progress there."""
@@ -276,6 +327,7 @@ class Policy:
         return self._go(step, Phase.CLIMB, target, Cause.CLIMB)
 
     def _go(self, step: int, phase: Phase, factor: float, cause: Cause, restart_hold: bool = True):
+        self._after_check = self._after_check and phase == Phase.SEARCH
         if phase == Phase.HOLD and (restart_hold or self.held_since is None or self.phase != Phase.HOLD):
             self.held_since = step
         self.phase, self.factor = phase, factor

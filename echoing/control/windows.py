@@ -32,6 +32,18 @@ measurements, with a :class:`LeftOut` cause, when:
 A typical step is the median of the last :data:`TYPICAL_INTERVALS` intervals' per-step
 durations, so a slower input (longer steps) moves it within a few dozen steps.
 
+**The step's own rate from the steps between pulls.** An interval in which the echo
+stage pulled nothing and that was not long ran on batches already made: its steps did
+not wait for input, whatever the input did before or after. A step that waits for input
+waits for the echo stage's next pull, so the wait falls in an interval with a pull. The
+recent such intervals (:data:`PULL_FREE_STEPS` steps of them) give
+:meth:`StepClock.pull_free_rate`, the step's own rate read where the input is behind as
+well as where it keeps up, as long as the loop calls ``observe`` more often than the
+echo stage pulls (``steps_per_execution`` below ``e``). Where the pulls follow the
+input's reads rather than the steps, a longer interval is likelier to hold one, so this
+rate reads a jittered step a little fast (:mod:`echoing.control.policy` says how the law
+allows for it).
+
 >>> clock = StepClock(elements_per_step=64)
 >>> clock.observe(0, 0.0, fresh=0, factor=2.0) is None  # The first call only starts the clock.
 True
@@ -70,6 +82,10 @@ RECURRING_STEPS = 96
 # a JAX loop that timestamps at dispatch sees calls that return at once and, every few,
 # one that waits for a whole queue of steps (examples/jax_loop.py without --block).
 IMPLAUSIBLE_SPREAD = 50.0
+# The pull-free intervals the step's own rate is read from: the last this many steps of
+# them, long enough that a step jittered by 40% (the sweep's most) reads within a few
+# percent, short enough to follow a step that gets slower within a few hundred steps.
+PULL_FREE_STEPS = 256
 
 
 class LeftOut(str, enum.Enum):
@@ -134,6 +150,29 @@ class StepClock:
         self.implausible = False
         self._steps = 0  # of every interval timed (measured or a pause)
         self._pause_seconds = 0.0  # what the pauses took beyond typical steps
+        self._pull_free: deque = deque()  # (steps, seconds) of the recent pull-free intervals
+        self._pull_free_sums = [0, 0.0]  # their steps and seconds
+
+    def pull_free_rate(self, min_steps: int) -> float:
+        """Steps per second of the recent intervals without a pull (see the module docstring); nan under ``min_steps``.
+
+        >>> clock = StepClock(elements_per_step=1)
+        >>> for step in range(12):  # A pull every third step, after a wait of 0.2 s; 0.1 s a step.
+        ...     _ = clock.observe(step, 0.1 * step + 0.2 * (step // 3), fresh=step // 3, factor=3.0)
+        >>> round(clock.pull_free_rate(min_steps=4), 6), clock.pull_free_rate(min_steps=100)
+        (10.0, nan)
+        """
+        steps, seconds = self._pull_free_sums
+        return steps / seconds if steps >= min_steps and seconds > 0 else math.nan
+
+    def _add_pull_free(self, steps: int, seconds: float) -> None:
+        self._pull_free.append((steps, seconds))
+        self._pull_free_sums[0] += steps
+        self._pull_free_sums[1] += seconds
+        while self._pull_free_sums[0] - self._pull_free[0][0] >= PULL_FREE_STEPS:
+            old_steps, old_seconds = self._pull_free.popleft()
+            self._pull_free_sums[0] -= old_steps
+            self._pull_free_sums[1] -= old_seconds
 
     def interrupt(self) -> None:
         """The time until the next call is not training."""
@@ -209,6 +248,8 @@ class StepClock:
             # Every long interval counts toward a recurrence, the input's own stalls and the
             # waits of a full dispatch queue alike (the echo stage may work through either).
             self._long.append([step, duration / typical, 0.0])
+        # Steps on batches already made, that did not wait: the step's own rate (see the module docstring).
+        pull_free = not long and counted == 0
         long = long and not worked
         if len(self._long) >= RECURRING_LONG:
             for entry in self._long:  # Taken for pauses before they recurred: the input's stalls after all.
@@ -217,12 +258,18 @@ class StepClock:
             if min(spread for _, spread, _ in self._long) > IMPLAUSIBLE_SPREAD:
                 # Between the long waits of a full dispatch queue the steps look far too fast.
                 self.implausible = True
+                self._pull_free.clear()  # Calls that returned at once: no step's own rate.
+                self._pull_free_sums = [0, 0.0]
                 return dataclasses.replace(interval, left_out=LeftOut.IMPLAUSIBLE)
+            if pull_free:
+                self._add_pull_free(steps, seconds)
             return interval  # The input's own stalls: measured.
         if long:
             self._long[-1][2] = seconds - steps * typical
             self._pause_seconds += self._long[-1][2]
             return dataclasses.replace(interval, left_out=LeftOut.PAUSE) if self._opening else interval
+        if pull_free:
+            self._add_pull_free(steps, seconds)
         return interval
 
     def _checked_wait(self, input_wait) -> Optional[float]:
