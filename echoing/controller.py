@@ -4,8 +4,13 @@
 ``min(e * u, s)`` steps per second, where ``u`` is the rate at which the input delivers
 fresh batches and ``s`` the step's own rate, so the best factor is ``R = s / u``. The
 controller opens at ``max_factor``, where the input is outrun, and reads ``s`` off the
-step rate. It then searches from ``sqrt(max_factor)`` (the middle of ``[1, max_factor]``
-on a log scale), halving the factor while the input keeps up; where it cannot, the echo
+step rate; where the steps between the echo stage's pulls (steps on batches already
+made, which did not wait) ran faster than the opening's steps on the whole, the input
+was behind even there, ``s`` is their rate, and where the R it gives is at least
+``max_factor`` the controller holds ``max_factor`` at once. After the opening ``s`` is the
+rate of the last 256 steps between pulls. It searches from ``sqrt(max_factor)`` (the
+middle of ``[1, max_factor]`` on a log scale), halving the factor while the input keeps
+up (by 1.5 where the search goes on from a check); where it cannot, the echo
 stage's production (``e`` times the fresh batches it pulls per second, from
 :class:`echoing.EchoStats`) gives ``R = e * s / production``, and it holds the knee,
 ``headroom * R``. Holding, every reading that finds the input behind raises the factor
