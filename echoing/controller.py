@@ -35,11 +35,15 @@ like any interval and every reading is held against the loop's own rate with its
 every factor alike, and what the input reads meanwhile counts for the factor that banks
 it, so a loop that pauses needs less echo than its R. A trainer of several in step also
 gives its own wait for input: steps held back by another trainer's input, not its own,
-keep its factor.
+keep its factor. Where the echo stage pulls on the loop's own thread
+(``pulls_on_loop_thread``: :func:`echoing.torch.echo`), a step that pulls also pays for the
+hand-over: the law reads that cost from the factors it runs, holds each reading against
+the step's rate with it in, and runs no factor below the one where a copy stops paying
+for it (:mod:`echoing.control.pull_cost`).
 
 The parts, each with its tests: :mod:`echoing.control.windows` (intervals and what is left
 out), :mod:`echoing.control.estimate` (readings and R), :mod:`echoing.control.policy`
-(phases). What measuring costs, and how the law does on 200 randomized loops, is in
+(phases), :mod:`echoing.control.pull_cost` (what pulls on the loop's thread cost). What measuring costs, and how the law does on 200 randomized loops, is in
 ``docs/choosing.md`` and ``docs/results/controller.md`` (``python -m
 benchmarks.controller_sweep``).
 
@@ -104,6 +108,14 @@ class ControllerSettings:
       check_divisor: a check runs at the held factor divided by this (> 1).
       tolerance: the input keeps up while its production is within this share of the
         step's own rate, in (0, 0.5).
+      pulls_on_loop_thread: the echo stage takes its fresh batches on the loop's own
+        thread, inside the loop's ``next`` (:func:`echoing.torch.echo`: the
+        ``DataLoader``'s hand-over), so a step that pulls is slower than one that does
+        not where the input keeps up. The law then reads the pulls' cost from the factors
+        it runs, holds each reading against the step's rate with that cost in, and runs
+        no factor below the one where a copy stops paying for it
+        (:mod:`echoing.control.pull_cost`). Leave it ``False`` for ``tf.data`` and grain,
+        whose echo stage pulls beside the steps.
       verbose: 1 prints each decision as one sentence.
     """
 
@@ -115,6 +127,7 @@ class ControllerSettings:
     check_every_steps: Optional[int] = 200
     check_divisor: float = 1.25
     tolerance: float = 0.08
+    pulls_on_loop_thread: bool = False
     verbose: int = 0
 
     def __post_init__(self):
@@ -129,6 +142,9 @@ class ControllerSettings:
         check_int("check_every_steps", self.check_every_steps, low=1, none_ok=True)
         check_number("check_divisor", self.check_divisor, low=1.0, low_open=True)
         check_number("tolerance", self.tolerance, low=0.0, high=0.5, low_open=True, high_open=True)
+        if not isinstance(self.pulls_on_loop_thread, bool):
+            raise TypeError(f"pulls_on_loop_thread: expected a bool, got "
+                            f"{type(self.pulls_on_loop_thread).__name__}: {self.pulls_on_loop_thread!r}")
         if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
             raise ValueError(f"verbose: expected 0 or 1, got {self.verbose!r}")
 
@@ -181,6 +197,7 @@ class EchoDecision:
             Cause.RAISE_PAID: f"the raise trained faster (progress per second): keeping e={self.factor:g}",
             Cause.RAISE_UNPAID: f"the raise trained no faster (progress per second): back to e={self.factor:g}",
             Cause.CHECK: "checking a lower factor, to see whether R fell",
+            Cause.PULL_COST: f"the echo stage's pulls cost the loop's thread more than copies below e={self.factor:g}",
             Cause.HELD_BACK: "another trainer's input held the steps back (this loop did not wait for its own): "
                              "keeping the factor",
             Cause.LEFT_OUT: f"an interval was left out of the measurement ({self.left_out})",
@@ -258,8 +275,8 @@ class EchoController:
         self.settings = settings
         self._policy = Policy(settings.max_factor, settings.headroom, settings.check_divisor,
                               settings.check_every_steps, settings.initial_factor, settings.copy_cost,
-                              settings.tolerance)
-        self._clock = StepClock(settings.elements_per_step)
+                              settings.tolerance, settings.pulls_on_loop_thread)
+        self._clock = StepClock(settings.elements_per_step, track_pulls=settings.pulls_on_loop_thread)
         self._measurement: Optional[Measurement] = None
         self.decisions: list[EchoDecision] = []
         self.window_rates: list[tuple[int, float]] = []
@@ -337,6 +354,10 @@ class EchoController:
         self.window_rates.append((interval.end_step, reading.step_rate))
         previous, opening = self.factor, self.phase == Phase.OPEN
         pull_free = self._clock.pull_free_rate(OPENING_PULL_FREE_MIN_STEPS) if opening else math.nan
+        overhead = (self._clock.pull_overhead(self.factor, OPENING_PULL_FREE_MIN_STEPS if opening else PULL_FREE_MIN_STEPS)
+                    if self._policy.pull_cost is not None else None)
+        if overhead is not None and not reading.held_back:
+            self._policy.pull_cost.note(interval.end_step, self.factor, *overhead)
         phase, factor, cause = self._policy.next(interval.end_step, reading, pull_free)
         if opening:
             self._clock.end_opening()

@@ -11,7 +11,9 @@ which has the three stages of an echoed ``tf.data`` pipeline and the loop around
   :data:`ELEMENTS_PER_STEP` elements at a time (counted as :class:`echoing.EchoStats`
   counts them), and turns each into ``e`` output batches at the factor in force when it
   makes them, into a buffer of ``buffer_batches`` (the prefetch after ``batch``); it
-  takes no time of its own;
+  takes no time of its own, unless it pulls on the loop's own thread (``pull_seconds``:
+  :func:`echoing.torch.echo` takes each fresh batch from the ``DataLoader`` inside the
+  loop's ``next``), where the step after a pull takes that much longer per fresh batch;
 * the **step** takes one output batch per step and ``step_seconds`` times a log-normal
   jitter of mean 1; every ``pause_every_steps`` steps the loop pauses for
   ``pause_seconds`` without saying so (a checkpoint, a logging callback);
@@ -79,6 +81,9 @@ class Scenario:
         mean ``lump_batches`` and this sigma, rounded to whole batches (at least 1).
       pause_seconds: an unannounced pause of the loop (0: none).
       pause_every_steps: the loop pauses after every this many steps.
+      pull_seconds: seconds the loop's own thread spends on each fresh batch the echo
+        stage pulls, added to the next step (0: the stage pulls beside the steps, as
+        ``tf.data`` does).
       steps_per_execution: steps per call of the loop's hook (Keras ``steps_per_execution``).
       warm: whether the buffers are full when training starts (False: a cold start).
       seed: seeds the jitter and the lump sizes.
@@ -100,6 +105,7 @@ class Scenario:
     lump_sigma: float = 0.0
     pause_seconds: float = 0.0
     pause_every_steps: int = 100
+    pull_seconds: float = 0.0
     steps_per_execution: int = 1
     warm: bool = True
     seed: int = 0
@@ -118,6 +124,7 @@ class Scenario:
         check_number("lump_sigma", self.lump_sigma, low=0, high=5)
         check_number("pause_seconds", self.pause_seconds, low=0)
         check_int("pause_every_steps", self.pause_every_steps, low=1)
+        check_number("pull_seconds", self.pull_seconds, low=0)
         check_int("steps_per_execution", self.steps_per_execution, low=1)
         if not isinstance(self.warm, bool):
             raise TypeError(f"warm: expected a bool, got {type(self.warm).__name__}: {self.warm!r}")
@@ -195,6 +202,7 @@ class _Pipeline:
         self.credit = 0.0  # output batches still to make from the micro-batch pulled last
         self.fresh = ELEMENTS_PER_STEP * math.ceil(s.buffer_batches / factor - 1e-9) if s.warm else 0
         self.reading: Optional[tuple[float, int]] = None  # (end time, size) of the read under way
+        self.pulled = 0  # with pull_seconds: fresh batches pulled for the next step, counted and paid when it starts
 
     def jitter(self, sigma: float) -> float:
         return _jitter(self.rng, sigma)
@@ -208,7 +216,10 @@ class _Pipeline:
                 self.credit -= 1
             elif self.prefetch >= 1:
                 self.prefetch -= 1
-                self.fresh += ELEMENTS_PER_STEP
+                if s.pull_seconds:
+                    self.pulled += 1
+                else:
+                    self.fresh += ELEMENTS_PER_STEP
                 self.credit += self.factor  # one fresh batch makes e output batches (fractional: on average)
             else:
                 break
@@ -303,6 +314,12 @@ def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
             seconds = s.step_seconds * _jitter(steps_rng, step_sigma)
             if s.pause_seconds and (steps_done + 1) % s.pause_every_steps == 0:
                 seconds += s.pause_seconds
+            # A pull on the loop's thread happens in the loop's next(): it delays the step that takes its
+            # batches, and the echo stage's count moves in that step (in step, the slowest trainer's delay).
+            seconds += max(pipe.scenario.pull_seconds * pipe.pulled for pipe in pipes)
+            for pipe in pipes:
+                pipe.fresh += ELEMENTS_PER_STEP * pipe.pulled
+                pipe.pulled = 0
             stepping = (now + seconds, [pipe.output.popleft() for pipe in pipes])
 
     move(now)

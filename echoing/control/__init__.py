@@ -4,7 +4,9 @@
   pauses, clocks that go back and counts that go back left out;
 * :mod:`echoing.control.estimate`: the rates at one factor, from those intervals, and
   whether the input keeps up there;
-* :mod:`echoing.control.policy`: what factor to run next (open, search, hold, check).
+* :mod:`echoing.control.policy`: what factor to run next (open, search, hold, check);
+* :mod:`echoing.control.pull_cost`: what an echo stage that pulls on the loop's own
+  thread costs it, and the factor below which that outweighs the copies.
 
 Example: a reading at e = 2 where the step rate halved, compared by the policy.
 

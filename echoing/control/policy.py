@@ -43,6 +43,13 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   steps in a row; on lumpy input a shorter stretch can be the flood after a lump (the
   buffers and the upstream's prefetch full).
 
+**Where the echo stage pulls on the loop's own thread** (``pulls_on_loop_thread``:
+:func:`echoing.torch.echo`), a step that pulls pays for the hand-over, so ``s`` at factor
+``e`` is ``1 / (1 / pull_free_rate + p / e)``, ``p`` the pulls' cost a fresh batch read
+from the factors run (:mod:`echoing.control.pull_cost`); no factor below the cost's floor
+is run (:attr:`Cause.PULL_COST`), and the opening does not hold ``max_factor`` at once
+(its steps between pulls ran faster by the cost, not by waits).
+
 A reading **held back** (a trainer in step whose loop did not wait for its own input
 while another's held the steps back) keeps the factor and holds it; in ``HOLD`` it
 counts as keeping up.
@@ -76,6 +83,7 @@ import math
 from typing import Optional
 
 from echoing.control.estimate import Reading
+from echoing.control.pull_cost import PullCost
 
 
 # Raises in a row that brought no faster steps before the step's own rate is taken to be
@@ -146,6 +154,7 @@ class Cause(str, enum.Enum):
     RAISE_PAID = "raise_paid"  # a raise above the knee trained faster: kept
     RAISE_UNPAID = "raise_unpaid"  # a raise above the knee trained no faster: back to the factor below
     CHECK = "check"  # a periodic check below the held factor
+    PULL_COST = "pull_cost"  # the echo stage's pulls cost the loop's thread more than the copies below this factor
     HELD_BACK = "held_back"  # another trainer's input held the steps back: the factor is kept
     LEFT_OUT = "left_out"  # an interval was not measured (a pause, a clock that went back, ...)
 
@@ -171,11 +180,14 @@ class Policy:
       check_divisor: a check runs at the held factor over this.
       check_every_steps: steps of holding between checks (``None``: never).
       initial_factor: above 1, the search starts there instead of at ``max_factor ** SEARCH_START``.
+      pulls_on_loop_thread: the echo stage pulls on the loop's own thread: ``s`` at factor
+        ``e`` includes the pulls' cost, and no factor below the cost's floor is run
+        (:mod:`echoing.control.pull_cost`); the opening does not hold ``max_factor`` at once.
     """
 
     def __init__(self, max_factor: float, headroom: float, check_divisor: float,
                  check_every_steps: Optional[int], initial_factor: float = 1.0, copy_cost: float = 0.13,
-                 tolerance: float = 0.08) -> None:
+                 tolerance: float = 0.08, pulls_on_loop_thread: bool = False) -> None:
         self.max_factor = float(max_factor)
         self.tolerance = tolerance
         self.copy_cost = copy_cost
@@ -198,14 +210,28 @@ class Policy:
         self._below: Optional[tuple[float, float]] = None  # (factor, objective) a raise left
         self._climb_ended: Optional[float] = None  # the factor a raise that did not pay went back to
         self._after_check = False  # the search goes on from a check that kept up
+        self.pull_cost: Optional[PullCost] = PullCost() if pulls_on_loop_thread else None
+        self._pull_free_rate = math.nan
+
+    def floor(self) -> float:
+        """The lowest factor the law runs: 1, or where the pulls cost the loop's thread, their floor."""
+        if self.pull_cost is None or not math.isfinite(self._pull_free_rate):
+            return 1.0
+        return round(self.pull_cost.floor(1 / self._pull_free_rate, self.copy_cost, self.max_factor), 3)
 
     def clip(self, factor: float) -> float:
-        return min(self.max_factor, max(1.0, round(factor, 3)))
+        return min(self.max_factor, max(self.floor(), round(factor, 3)))
 
     def own_rate_between_pulls(self, pull_free_rate: float) -> None:
-        """After the opening, ``s`` is the recent steps' rate between pulls, where there are enough of them (nan: none)."""
+        """After the opening, ``s`` is the recent steps' rate between pulls, where there are enough of them (nan: none).
+
+        Where the pulls cost the loop's thread, ``s`` at the factor in force ``e`` is
+        ``1 / (1 / pull_free_rate + p / e)``, ``p`` their cost a fresh batch.
+        """
         if self.phase != Phase.OPEN and math.isfinite(pull_free_rate):
-            self.own_rate = pull_free_rate
+            self._pull_free_rate = pull_free_rate
+            cost = self.pull_cost.seconds if self.pull_cost is not None else 0.0
+            self.own_rate = 1 / (1 / pull_free_rate + cost / self.factor) if cost else pull_free_rate
 
     def next(self, step: int, reading: Reading, pull_free_rate: float = math.nan) -> tuple[Phase, float, Cause]:
         """The phase and factor after a complete ``reading`` taken at the factor in force, and why.
@@ -213,6 +239,20 @@ class Policy:
         ``pull_free_rate``: in the opening, the rate of its steps between the echo stage's
         pulls (nan if too few; see the module docstring).
         """
+        if self.pull_cost is None:
+            return self._next(step, reading, pull_free_rate)
+        # The opening's steps between pulls ran faster than its steps by the pulls' cost, not by waits.
+        phase, factor, cause = self._next(step, reading, math.nan)
+        floor = self.floor()
+        if phase == Phase.SEARCH and reading.factor <= floor and factor <= floor:
+            # The input keeps up down to the floor: below it the pulls cost more than the copies.
+            self.ratio = min(self.ratio, reading.factor) if math.isfinite(self.ratio) else reading.factor
+            return self._go(step, Phase.HOLD, floor, Cause.PULL_COST)
+        if factor < floor:
+            return self._go(step, phase, floor, Cause.PULL_COST)
+        return phase, factor, cause
+
+    def _next(self, step: int, reading: Reading, pull_free_rate: float) -> tuple[Phase, float, Cause]:
         if reading.step_rate > self.own_rate * (1 + 2 * _tol(reading)) or not math.isfinite(self.own_rate):
             self.own_rate = reading.step_rate  # Steps this fast prove the step's own rate at least this.
         if self.phase == Phase.OPEN:

@@ -86,6 +86,20 @@ IMPLAUSIBLE_SPREAD = 50.0
 # them, long enough that a step jittered by 40% (the sweep's most) reads within a few
 # percent, short enough to follow a step that gets slower within a few hundred steps.
 PULL_FREE_STEPS = 256
+# The pull intervals at one factor that its overhead a fresh batch is read from (where the
+# clock tracks them: ControllerSettings.pulls_on_loop_thread): the last this many steps of them.
+PULL_OVERHEAD_STEPS = 256
+# Pull intervals an overhead needs at least, for its standard error: an opening of 24 steps
+# at e = 8 holds 3 (the PyTorch study's loop, docs/results/torch.md, pulls every 8 steps).
+PULL_OVERHEAD_MIN_INTERVALS = 4
+# Factors within this ratio share their pull intervals: a held factor moves by a few
+# percent at a time (a new knee), and a pull's cost does not.
+PULL_OVERHEAD_BIN = 1.1
+
+
+def _bin(factor: float) -> int:
+    """The factors that share their pull intervals: within :data:`PULL_OVERHEAD_BIN` of each other on a log scale."""
+    return round(math.log(factor) / math.log(PULL_OVERHEAD_BIN))
 
 
 class LeftOut(str, enum.Enum):
@@ -132,14 +146,16 @@ class StepClock:
     Args:
       elements_per_step: fresh elements per step without echo (the fresh count is
         divided by it).
+      track_pulls: keep the intervals with a pull, by factor, for :meth:`pull_overhead`.
 
     Raises:
       TypeError, ValueError: from :meth:`observe`, for a step that is not an int, a
         timestamp that is not a number, or a fresh count that is missing or not an int >= 0.
     """
 
-    def __init__(self, elements_per_step: int) -> None:
+    def __init__(self, elements_per_step: int, track_pulls: bool = False) -> None:
         self.elements_per_step = elements_per_step
+        self._pulls: Optional[dict] = {} if track_pulls else None  # factor's bin: deque of (steps, seconds, fresh)
         self._last: Optional[tuple[int, float, int]] = None
         self._opening = True
         self._last_wait: Optional[float] = None
@@ -164,6 +180,37 @@ class StepClock:
         """
         steps, seconds = self._pull_free_sums
         return steps / seconds if steps >= min_steps and seconds > 0 else math.nan
+
+    def pull_overhead(self, factor: float, min_steps: int) -> Optional[tuple[float, float]]:
+        """Seconds a fresh batch the recent pull intervals at ``factor`` took beyond the steps between pulls, and its standard error.
+
+        ``None`` without :data:`PULL_OVERHEAD_MIN_INTERVALS` of them, or without
+        ``min_steps`` steps between pulls to compare them with (:meth:`pull_free_rate`;
+        see :mod:`echoing.control.pull_cost`).
+
+        >>> clock = StepClock(elements_per_step=1, track_pulls=True)
+        >>> for step in range(40):  # A pull every 4th step, which takes 15 ms more.
+        ...     _ = clock.observe(step, 0.01 * step + 0.015 * (step // 4), fresh=step // 4, factor=4.0)
+        >>> overhead, error = clock.pull_overhead(4.0, min_steps=8)
+        >>> round(overhead, 4), round(error, 6)
+        (0.015, 0.0)
+        """
+        pulls = (self._pulls or {}).get(_bin(factor))
+        rate = self.pull_free_rate(min_steps)
+        if not pulls or len(pulls) < PULL_OVERHEAD_MIN_INTERVALS or not math.isfinite(rate):
+            return None
+        step_seconds = 1 / rate
+        each = [(seconds - steps * step_seconds) / fresh for steps, seconds, fresh in pulls]
+        steps, seconds, fresh = (sum(column) for column in zip(*pulls))
+        mean = sum(each) / len(each)
+        spread = math.sqrt(sum((x - mean) ** 2 for x in each) / (len(each) - 1))
+        return (seconds - steps * step_seconds) / fresh, spread / math.sqrt(len(each))
+
+    def _add_pull(self, factor: float, steps: int, seconds: float, fresh: float) -> None:
+        pulls = self._pulls.setdefault(_bin(factor), deque())
+        pulls.append((steps, seconds, fresh))
+        while sum(entry[0] for entry in pulls) - pulls[0][0] >= PULL_OVERHEAD_STEPS:
+            pulls.popleft()
 
     def _add_pull_free(self, steps: int, seconds: float) -> None:
         self._pull_free.append((steps, seconds))
@@ -250,6 +297,8 @@ class StepClock:
             self._long.append([step, duration / typical, 0.0])
         # Steps on batches already made, that did not wait: the step's own rate (see the module docstring).
         pull_free = not long and counted == 0
+        if self._pulls is not None and not long and counted > 0:
+            self._add_pull(factor, steps, seconds, counted)
         long = long and not worked
         if len(self._long) >= RECURRING_LONG:
             for entry in self._long:  # Taken for pauses before they recurred: the input's stalls after all.

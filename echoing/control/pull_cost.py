@@ -1,0 +1,79 @@
+"""What the echo stage's pulls cost the loop's own thread, where it pulls there, and the factor below which it outweighs the copies.
+
+:func:`echoing.torch.echo` takes each fresh batch from the ``DataLoader`` inside the
+loop's own ``next``: the hand-over (the worker's batch unpickled, rows mixed) is paid by
+the step that pulls, not beside it as ``tf.data`` pays it. A step at factor ``e`` then
+takes ``a + p / e`` seconds where the input keeps up (``a``: a step that pulls nothing,
+``p``: the pull's seconds a fresh batch), so the steps between pulls run faster than any
+step can, and taken for the step's own rate they read the input as behind at every
+factor: in the PyTorch study (``docs/results/torch.md``) they ran at 98.5 steps a second
+where the steps at e = 8 ran at 85-92 with the input keeping up (R = 4), and the law held
+5-8.
+
+**The estimate.** For each factor run, the seconds a fresh batch the pull intervals took
+beyond the steps between pulls (:meth:`echoing.control.windows.StepClock.pull_overhead`).
+A wait for input lands in the pull intervals too, but only adds to the cost: the least
+overhead read at any factor bounds the cost from above, and where the input keeps up at
+that factor it is the cost itself. The cost is that least overhead, each factor's latest
+counting, as long as every one is at least :data:`Z` standard errors above zero; a factor
+whose overhead is not says the pulls cost nothing, and the cost is 0.
+
+**The floor.** Where pulls cost, ``(a + p / e) (1 + c (e - 1))`` (seconds a step over its
+progress, ``c`` the copy cost) is least at ``e = sqrt(p (1 - c) / (a c))``: below that,
+a copy saves more time on the loop's thread than it costs in progress, whatever R is.
+
+Only for loops that say their echo stage pulls on their own thread
+(``ControllerSettings.pulls_on_loop_thread``): where it pulls beside the steps, as in the
+simulated loops of ``benchmarks/controller_sweep.py``, the steps between pulls read a
+jittered step a little fast, the overhead that leaves is taken for a cost on some loops,
+and the design seeds' p95 at c = 0.05 went from 1.151 to 1.165
+(``docs/decisions/0016-pulls-on-the-loops-thread.md``).
+
+>>> cost = PullCost()
+>>> cost.note(step=300, factor=8.0, overhead=0.010, error=0.001)  # 10 ms a fresh batch at e = 8,
+>>> cost.note(step=600, factor=2.0, overhead=0.025, error=0.001)  # and a wait for input besides at e = 2.
+>>> cost.seconds
+0.01
+>>> round(cost.floor(step_seconds=0.01, copy_cost=0.13, max_factor=8.0), 2)
+2.59
+"""
+
+from __future__ import annotations
+
+import math
+
+# An overhead counts only at this many standard errors above zero: the steps between
+# pulls read a jittered step a little fast (echoing.control.windows), which leaves a
+# small overhead where pulls cost nothing.
+Z = 3.0
+
+
+class PullCost:
+    """The pulls' cost on the loop's thread, from the overheads read at the factors run (see the module docstring).
+
+    Attributes:
+      seconds: the cost, in seconds a fresh batch (0 before any overhead, or where one is not significant).
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._overheads: dict[float, tuple[float, float, int]] = {}  # factor: (overhead, error, step)
+
+    def note(self, step: int, factor: float, overhead: float, error: float) -> None:
+        """Records the overhead a fresh batch (seconds, with its standard error) read at ``factor`` by ``step``.
+
+        It replaces the one read there before; none expires, since a pull's hand-over does
+        not get cheaper.
+        """
+        self._overheads[float(factor)] = (overhead, error, step)
+        significant = all(overhead > Z * error for overhead, error, _ in self._overheads.values())
+        self.seconds = min(overhead for overhead, _, _ in self._overheads.values()) if significant else 0.0
+
+    def floor(self, step_seconds: float, copy_cost: float, max_factor: float) -> float:
+        """The factor below which a copy saves more of the loop's time than it costs in progress (1 without a cost)."""
+        if self.seconds <= 0 or not step_seconds > 0:
+            return 1.0
+        if copy_cost <= 0:
+            return max_factor
+        best = math.sqrt(self.seconds * (1 - copy_cost) / (step_seconds * copy_cost))
+        return min(max_factor, max(1.0, best))
