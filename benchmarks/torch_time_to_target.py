@@ -140,7 +140,7 @@ class StageCost(Record):
 
 @dataclasses.dataclass(frozen=True)
 class StudySettings(Record):
-    OMITTED_WHEN_NONE = ("law",)
+    OMITTED_WHEN_NONE = ("law", "pulls_on_loop_thread")
 
     ratio: float
     step_seconds: float
@@ -152,6 +152,7 @@ class StudySettings(Record):
     mix_window: int
     seeds: tuple
     law: Optional[str] = None  # the controller's (echoing.controller.LAW)
+    pulls_on_loop_thread: Optional[bool] = None  # the controller's setting (absent before it existed: False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +166,7 @@ class StudyResults(Record):
 
 def settings() -> StudySettings:
     return StudySettings(RATIO, STEP_SECONDS, TARGET, EVAL_EVERY, BATCH_SIZE, LEARNING_RATE, MAX_FACTOR, MIX_WINDOW,
-                         SEEDS, echoing.controller.LAW)
+                         SEEDS, echoing.controller.LAW, True)
 
 
 def cnn() -> nn.Module:
@@ -243,7 +244,8 @@ def replay(arm: Arm, seed: int, steps: int, config: Optional[torch_images.TorchI
     config = config or pipeline_config(seed, throttled=True)
     factor = echo_torch.Factor(arm.factor or MAX_FACTOR)
     stats = echo_torch.EchoStats()
-    controller = echoing.EchoController(max_factor=MAX_FACTOR, elements_per_step=1) if arm == Arm.CONTROLLER else None
+    controller = (echoing.EchoController(max_factor=MAX_FACTOR, elements_per_step=1, pulls_on_loop_thread=True)
+                  if arm == Arm.CONTROLLER else None)
     stream = batches(arm, config, factor, stats)
     next(stream)  # Workers started, the first batch read: the clock starts here, as on the TF side.
     start = time.perf_counter()

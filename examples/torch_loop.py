@@ -60,7 +60,9 @@ def train(steps: int, *, batch_size: int = 32, input_seconds: float = 0.04, step
     examples = SlowExamples(100_000, input_seconds / batch_size)
     loader = torch.utils.data.DataLoader(examples, batch_size=batch_size, shuffle=True, num_workers=num_workers,
                                          drop_last=True, persistent_workers=num_workers > 0)
-    controller = echoing.EchoController(max_factor=max_factor, elements_per_step=1, verbose=verbose)
+    # echoing.torch.echo pulls from the DataLoader inside the loop's next(): the law reads what that costs a step.
+    controller = echoing.EchoController(max_factor=max_factor, elements_per_step=1, pulls_on_loop_thread=True,
+                                        verbose=verbose)
     factor = echo_torch.Factor(controller.factor)
     stats = echo_torch.EchoStats()
     echoed = echo_torch.echo(loader, factor, shuffle_buffer_size=4, seed=0, stats=stats)

@@ -79,6 +79,10 @@ class AutoEcho(pl.Callback):
         stage echoes the loader's batches (the default), the batch size where it echoes
         examples.
       verbose: 1 prints each decision as one sentence (on rank 0).
+      pulls_on_loop_thread: :func:`echoing.torch.echo` takes each fresh batch from the
+        ``DataLoader`` on the loop's own thread, so the law reads what that costs a step
+        (:class:`echoing.ControllerSettings`; ``docs/results/torch.md``). True by default;
+        ``False`` only where the loop's thread does not pull (an echo inside the workers).
       **settings: any other field of :class:`echoing.ControllerSettings`.
 
     Attributes:
@@ -91,7 +95,7 @@ class AutoEcho(pl.Callback):
     """
 
     def __init__(self, factor: Factor, stats: EchoStats, *, max_factor: float = 8.0, elements_per_step: int = 1,
-                 verbose: int = 0, **settings: Any) -> None:
+                 verbose: int = 0, pulls_on_loop_thread: bool = True, **settings: Any) -> None:
         super().__init__()
         if not isinstance(factor, Factor):
             raise TypeError(f"factor: expected the echoing.torch.Factor the loader's echo stage reads, got "
@@ -102,7 +106,7 @@ class AutoEcho(pl.Callback):
         self.factor = factor
         self.stats = stats
         self._settings = ControllerSettings(max_factor=max_factor, elements_per_step=elements_per_step,
-                                            verbose=verbose, **settings)
+                                            verbose=verbose, pulls_on_loop_thread=pulls_on_loop_thread, **settings)
         self.controller = EchoController(self._settings)
         self._step = 0
         self._restored_factor: Optional[float] = None
