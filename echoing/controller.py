@@ -357,7 +357,8 @@ class EchoController:
         overhead = (self._clock.pull_overhead(self.factor, OPENING_PULL_FREE_MIN_STEPS if opening else PULL_FREE_MIN_STEPS)
                     if self._policy.pull_cost is not None else None)
         if overhead is not None and not reading.held_back:
-            self._policy.pull_cost.note(interval.end_step, self.factor, *overhead)
+            step_seconds = 1 / self._clock.pull_free_rate(1)  # Finite: pull_overhead needed the same steps.
+            self._policy.pull_cost.note(interval.end_step, self.factor, *overhead, step_seconds)
         phase, factor, cause = self._policy.next(interval.end_step, reading, pull_free)
         if opening:
             self._clock.end_opening()
