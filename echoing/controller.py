@@ -43,7 +43,8 @@ for it (:mod:`echoing.control.pull_cost`).
 
 The parts, each with its tests: :mod:`echoing.control.windows` (intervals and what is left
 out), :mod:`echoing.control.estimate` (readings and R), :mod:`echoing.control.policy`
-(phases), :mod:`echoing.control.pull_cost` (what pulls on the loop's thread cost). What measuring costs, and how the law does on 200 randomized loops, is in
+(phases), :mod:`echoing.control.pull_cost` (what pulls on the loop's thread cost). What
+measuring costs, and how the law does on 200 randomized loops, is in
 ``docs/choosing.md`` and ``docs/results/controller.md`` (``python -m
 benchmarks.controller_sweep``).
 
@@ -358,7 +359,7 @@ class EchoController:
                     if self._policy.pull_cost is not None else None)
         if overhead is not None and not reading.held_back:
             step_seconds = 1 / self._clock.pull_free_rate(1)  # Finite: pull_overhead needed the same steps.
-            self._policy.pull_cost.note(interval.end_step, self.factor, *overhead, step_seconds)
+            self._policy.pull_cost.note(self.factor, *overhead, step_seconds)
         phase, factor, cause = self._policy.next(interval.end_step, reading, pull_free)
         if opening:
             self._clock.end_opening()

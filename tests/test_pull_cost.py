@@ -60,34 +60,34 @@ def test_the_clock_reads_a_pulls_overhead_per_fresh_batch_at_each_factor():
 
 def test_the_cost_is_the_least_overhead_read_since_a_wait_only_adds_to_it():
     cost = PullCost()
-    cost.note(step=100, factor=8.0, overhead=0.010, error=0.001, step_seconds=0.01)
+    cost.note(factor=8.0, overhead=0.010, error=0.001, step_seconds=0.01)
     assert cost.seconds == pytest.approx(0.010)
-    cost.note(step=400, factor=2.0, overhead=0.030, error=0.001, step_seconds=0.01)  # The input behind at e = 2: a wait besides.
+    cost.note(factor=2.0, overhead=0.030, error=0.001, step_seconds=0.01)  # The input behind at e = 2: a wait besides.
     assert cost.seconds == pytest.approx(0.010)
-    cost.note(step=900, factor=4.0, overhead=0.008, error=0.001, step_seconds=0.01)
+    cost.note(factor=4.0, overhead=0.008, error=0.001, step_seconds=0.01)
     assert cost.seconds == pytest.approx(0.008)
 
 
 def test_a_factor_whose_overhead_is_not_significant_says_the_pulls_cost_nothing():
     cost = PullCost()
-    cost.note(step=100, factor=8.0, overhead=0.010, error=0.001, step_seconds=0.01)
-    cost.note(step=400, factor=4.0, overhead=0.002, error=0.001, step_seconds=0.01)  # Under three standard errors.
+    cost.note(factor=8.0, overhead=0.010, error=0.001, step_seconds=0.01)
+    cost.note(factor=4.0, overhead=0.002, error=0.001, step_seconds=0.01)  # Under three standard errors.
     assert cost.seconds == 0
 
 
 def test_an_overhead_too_imprecise_to_say_anything_is_not_noted():
     cost = PullCost()
-    cost.note(step=30, factor=8.0, overhead=0.004, error=0.004, step_seconds=0.01)  # A few pulls that vary.
-    cost.note(step=400, factor=4.0, overhead=0.010, error=0.001, step_seconds=0.01)
+    cost.note(factor=8.0, overhead=0.004, error=0.004, step_seconds=0.01)  # A few pulls that vary.
+    cost.note(factor=4.0, overhead=0.010, error=0.001, step_seconds=0.01)
     assert cost.seconds == pytest.approx(0.010)
 
 
 def test_a_factor_read_again_replaces_its_overhead():
     cost = PullCost()
-    cost.note(step=100, factor=8.0, overhead=0.010, error=0.001, step_seconds=0.01)
-    cost.note(step=400, factor=4.0, overhead=0.001, error=0.001, step_seconds=0.01)
+    cost.note(factor=8.0, overhead=0.010, error=0.001, step_seconds=0.01)
+    cost.note(factor=4.0, overhead=0.001, error=0.001, step_seconds=0.01)
     assert cost.seconds == 0
-    cost.note(step=5000, factor=4.0, overhead=0.012, error=0.001, step_seconds=0.01)
+    cost.note(factor=4.0, overhead=0.012, error=0.001, step_seconds=0.01)
     assert cost.seconds == pytest.approx(0.010)
 
 

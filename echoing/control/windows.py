@@ -89,8 +89,8 @@ PULL_FREE_STEPS = 256
 # The pull intervals at one factor that its overhead a fresh batch is read from (where the
 # clock tracks them: ControllerSettings.pulls_on_loop_thread): the last this many steps of them.
 PULL_OVERHEAD_STEPS = 256
-# Pull intervals an overhead needs at least, for its standard error: an opening of 24 steps
-# at e = 8 holds 3 (the PyTorch study's loop, docs/results/torch.md, pulls every 8 steps).
+# Pull intervals an overhead needs at least, for its standard error: a reading of 32 steps
+# at e = 8 holds 4 (the PyTorch study's loop, docs/results/torch.md, pulls every 8 steps).
 PULL_OVERHEAD_MIN_INTERVALS = 4
 # Factors within this ratio share their pull intervals: a held factor moves by a few
 # percent at a time (a new knee), and a pull's cost does not.
