@@ -355,11 +355,10 @@ class EchoController:
         self.window_rates.append((interval.end_step, reading.step_rate))
         previous, opening = self.factor, self.phase == Phase.OPEN
         pull_free = self._clock.pull_free_rate(OPENING_PULL_FREE_MIN_STEPS) if opening else math.nan
-        overhead = (self._clock.pull_overhead(self.factor, OPENING_PULL_FREE_MIN_STEPS if opening else PULL_FREE_MIN_STEPS)
-                    if self._policy.pull_cost is not None else None)
-        if overhead is not None and not reading.held_back:
-            step_seconds = 1 / self._clock.pull_free_rate(1)  # Finite: pull_overhead needed the same steps.
-            self._policy.pull_cost.note(self.factor, *overhead, step_seconds)
+        if self._policy.pull_cost is not None and not reading.held_back:
+            overhead = self._clock.pull_overhead(self.factor, OPENING_PULL_FREE_MIN_STEPS if opening else PULL_FREE_MIN_STEPS)
+            if overhead is not None:
+                self._policy.pull_cost.note(self.factor, overhead)
         phase, factor, cause = self._policy.next(interval.end_step, reading, pull_free)
         if opening:
             self._clock.end_opening()

@@ -8,7 +8,7 @@ import pytest
 import echoing
 from echoing import Cause, ControllerSettings
 from echoing.control.pull_cost import PullCost
-from echoing.control.windows import StepClock
+from echoing.control.windows import PullOverhead, StepClock
 from echoing.simulation import ELEMENTS_PER_STEP, Scenario, simulate
 
 
@@ -51,43 +51,44 @@ def test_the_clock_reads_a_pulls_overhead_per_fresh_batch_at_each_factor():
             clock.observe(step, now, fresh=fresh, factor=factor)
             step += 1
     for factor in (8.0, 4.0):
-        overhead, error = clock.pull_overhead(factor, min_steps=64)
-        assert overhead == pytest.approx(0.010, rel=0.01)
-        assert error < 0.001
+        overhead = clock.pull_overhead(factor, min_steps=64)
+        assert overhead.seconds == pytest.approx(0.010, rel=0.01)
+        assert overhead.error < 0.001
+        assert overhead.step_seconds == pytest.approx(0.01)
     assert clock.pull_overhead(2.0, min_steps=64) is None  # Never run.
     assert StepClock(elements_per_step=1).pull_overhead(8.0, min_steps=1) is None  # Not tracked.
 
 
 def test_the_cost_is_the_least_overhead_read_since_a_wait_only_adds_to_it():
     cost = PullCost()
-    cost.note(factor=8.0, overhead=0.010, error=0.001, step_seconds=0.01)
+    cost.note(8.0, PullOverhead(seconds=0.010, error=0.001, step_seconds=0.01))
     assert cost.seconds == pytest.approx(0.010)
-    cost.note(factor=2.0, overhead=0.030, error=0.001, step_seconds=0.01)  # The input behind at e = 2: a wait besides.
+    cost.note(2.0, PullOverhead(seconds=0.030, error=0.001, step_seconds=0.01))  # The input behind at e = 2: a wait besides.
     assert cost.seconds == pytest.approx(0.010)
-    cost.note(factor=4.0, overhead=0.008, error=0.001, step_seconds=0.01)
+    cost.note(4.0, PullOverhead(seconds=0.008, error=0.001, step_seconds=0.01))
     assert cost.seconds == pytest.approx(0.008)
 
 
 def test_a_factor_whose_overhead_is_not_significant_says_the_pulls_cost_nothing():
     cost = PullCost()
-    cost.note(factor=8.0, overhead=0.010, error=0.001, step_seconds=0.01)
-    cost.note(factor=4.0, overhead=0.002, error=0.001, step_seconds=0.01)  # Under three standard errors.
+    cost.note(8.0, PullOverhead(seconds=0.010, error=0.001, step_seconds=0.01))
+    cost.note(4.0, PullOverhead(seconds=0.002, error=0.001, step_seconds=0.01))  # Under three standard errors.
     assert cost.seconds == 0
 
 
 def test_an_overhead_too_imprecise_to_say_anything_is_not_noted():
     cost = PullCost()
-    cost.note(factor=8.0, overhead=0.004, error=0.004, step_seconds=0.01)  # A few pulls that vary.
-    cost.note(factor=4.0, overhead=0.010, error=0.001, step_seconds=0.01)
+    cost.note(8.0, PullOverhead(seconds=0.004, error=0.004, step_seconds=0.01))  # A few pulls that vary.
+    cost.note(4.0, PullOverhead(seconds=0.010, error=0.001, step_seconds=0.01))
     assert cost.seconds == pytest.approx(0.010)
 
 
 def test_a_factor_read_again_replaces_its_overhead():
     cost = PullCost()
-    cost.note(factor=8.0, overhead=0.010, error=0.001, step_seconds=0.01)
-    cost.note(factor=4.0, overhead=0.001, error=0.001, step_seconds=0.01)
+    cost.note(8.0, PullOverhead(seconds=0.010, error=0.001, step_seconds=0.01))
+    cost.note(4.0, PullOverhead(seconds=0.001, error=0.001, step_seconds=0.01))
     assert cost.seconds == 0
-    cost.note(factor=4.0, overhead=0.012, error=0.001, step_seconds=0.01)
+    cost.note(4.0, PullOverhead(seconds=0.012, error=0.001, step_seconds=0.01))
     assert cost.seconds == pytest.approx(0.010)
 
 

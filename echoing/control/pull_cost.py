@@ -30,8 +30,8 @@ loops (the design seeds' p50 at c = 0.05 went from 1.025 to 1.029:
 ``docs/decisions/0016-pulls-on-the-loops-thread.md``).
 
 >>> cost = PullCost()
->>> cost.note(factor=8.0, overhead=0.010, error=0.001, step_seconds=0.01)  # 10 ms a fresh batch at e = 8,
->>> cost.note(factor=2.0, overhead=0.025, error=0.001, step_seconds=0.01)  # and a wait besides at e = 2.
+>>> cost.note(8.0, PullOverhead(seconds=0.010, error=0.001, step_seconds=0.01))  # 10 ms a fresh batch at e = 8,
+>>> cost.note(2.0, PullOverhead(seconds=0.025, error=0.001, step_seconds=0.01))  # and a wait besides at e = 2.
 >>> cost.seconds
 0.01
 >>> round(cost.floor(step_seconds=0.01, copy_cost=0.13, max_factor=8.0), 2)
@@ -41,6 +41,8 @@ loops (the design seeds' p50 at c = 0.05 went from 1.025 to 1.029:
 from __future__ import annotations
 
 import math
+
+from echoing.control.windows import PullOverhead
 
 # An overhead counts only at this many standard errors above zero: the steps between
 # pulls read a jittered step a little fast (echoing.control.windows), which leaves a
@@ -63,18 +65,18 @@ class PullCost:
         self.seconds = 0.0
         self._overheads: dict[float, tuple[float, float]] = {}  # factor: (overhead, error)
 
-    def note(self, factor: float, overhead: float, error: float, step_seconds: float) -> None:
-        """Records the overhead a fresh batch (seconds, with its standard error) read at ``factor``.
+    def note(self, factor: float, overhead: PullOverhead) -> None:
+        """Records the overhead read at ``factor``.
 
         It replaces the one read there before; none expires, since a pull's hand-over does
-        not get cheaper. One whose error is over :data:`PRECISION` of ``step_seconds`` (a
-        step that pulls nothing) is not noted.
+        not get cheaper. One whose error is over :data:`PRECISION` of a step between pulls
+        is not noted.
         """
-        if error > PRECISION * step_seconds:
+        if overhead.error > PRECISION * overhead.step_seconds:
             return
-        self._overheads[float(factor)] = (overhead, error)
-        significant = all(overhead > Z * error for overhead, error in self._overheads.values())
-        self.seconds = min(overhead for overhead, _ in self._overheads.values()) if significant else 0.0
+        self._overheads[float(factor)] = (overhead.seconds, overhead.error)
+        significant = all(seconds > Z * error for seconds, error in self._overheads.values())
+        self.seconds = min(seconds for seconds, _ in self._overheads.values()) if significant else 0.0
 
     def floor(self, step_seconds: float, copy_cost: float, max_factor: float) -> float:
         """The factor below which a copy saves more of the loop's time than it costs in progress (1 without a cost)."""

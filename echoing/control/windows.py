@@ -118,6 +118,21 @@ class LeftOut(str, enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True)
+class PullOverhead:
+    """What the recent pull intervals at one factor took beyond the steps between pulls (:meth:`StepClock.pull_overhead`).
+
+    Attributes:
+      seconds: seconds a fresh batch beyond the steps between pulls.
+      error: its standard error.
+      step_seconds: a step between pulls, the time it was compared with.
+    """
+
+    seconds: float
+    error: float
+    step_seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
 class Interval:
     """The steps between two calls of ``observe``.
 
@@ -155,7 +170,8 @@ class StepClock:
 
     def __init__(self, elements_per_step: int, track_pulls: bool = False) -> None:
         self.elements_per_step = elements_per_step
-        self._pulls: Optional[dict] = {} if track_pulls else None  # factor's bin: deque of (steps, seconds, fresh)
+        # Where tracked, a factor's bin: [deque of (steps, seconds, fresh) of its pull intervals, their steps].
+        self._pulls: Optional[dict] = {} if track_pulls else None
         self._last: Optional[tuple[int, float, int]] = None
         self._opening = True
         self._last_wait: Optional[float] = None
@@ -181,8 +197,8 @@ class StepClock:
         steps, seconds = self._pull_free_sums
         return steps / seconds if steps >= min_steps and seconds > 0 else math.nan
 
-    def pull_overhead(self, factor: float, min_steps: int) -> Optional[tuple[float, float]]:
-        """Seconds a fresh batch the recent pull intervals at ``factor`` took beyond the steps between pulls, and its standard error.
+    def pull_overhead(self, factor: float, min_steps: int) -> Optional[PullOverhead]:
+        """Seconds a fresh batch the recent pull intervals at ``factor`` took beyond the steps between pulls, with its error.
 
         ``None`` without :data:`PULL_OVERHEAD_MIN_INTERVALS` of them, or without
         ``min_steps`` steps between pulls to compare them with (:meth:`pull_free_rate`;
@@ -191,26 +207,29 @@ class StepClock:
         >>> clock = StepClock(elements_per_step=1, track_pulls=True)
         >>> for step in range(40):  # A pull every 4th step, which takes 15 ms more.
         ...     _ = clock.observe(step, 0.01 * step + 0.015 * (step // 4), fresh=step // 4, factor=4.0)
-        >>> overhead, error = clock.pull_overhead(4.0, min_steps=8)
-        >>> round(overhead, 4), round(error, 6)
-        (0.015, 0.0)
+        >>> overhead = clock.pull_overhead(4.0, min_steps=8)
+        >>> round(overhead.seconds, 4), round(overhead.error, 6), round(overhead.step_seconds, 4)
+        (0.015, 0.0, 0.01)
         """
-        pulls = (self._pulls or {}).get(_bin(factor))
+        pulls = (self._pulls or {}).get(_bin(factor), [()])[0]
         rate = self.pull_free_rate(min_steps)
-        if not pulls or len(pulls) < PULL_OVERHEAD_MIN_INTERVALS or not math.isfinite(rate):
+        if len(pulls) < PULL_OVERHEAD_MIN_INTERVALS or not math.isfinite(rate):
             return None
         step_seconds = 1 / rate
         each = [(seconds - steps * step_seconds) / fresh for steps, seconds, fresh in pulls]
         steps, seconds, fresh = (sum(column) for column in zip(*pulls))
         mean = sum(each) / len(each)
         spread = math.sqrt(sum((x - mean) ** 2 for x in each) / (len(each) - 1))
-        return (seconds - steps * step_seconds) / fresh, spread / math.sqrt(len(each))
+        return PullOverhead((seconds - steps * step_seconds) / fresh, spread / math.sqrt(len(each)), step_seconds)
 
     def _add_pull(self, factor: float, steps: int, seconds: float, fresh: float) -> None:
-        pulls = self._pulls.setdefault(_bin(factor), deque())
+        # The steps are summed as they come: observe runs once a training step.
+        entry = self._pulls.setdefault(_bin(factor), [deque(), 0])
+        pulls = entry[0]
         pulls.append((steps, seconds, fresh))
-        while sum(entry[0] for entry in pulls) - pulls[0][0] >= PULL_OVERHEAD_STEPS:
-            pulls.popleft()
+        entry[1] += steps
+        while entry[1] - pulls[0][0] >= PULL_OVERHEAD_STEPS:
+            entry[1] -= pulls.popleft()[0]
 
     def _add_pull_free(self, steps: int, seconds: float) -> None:
         self._pull_free.append((steps, seconds))
