@@ -31,6 +31,13 @@ def check_int(name: str, value, *, low: int, none_ok: bool = False) -> Optional[
     return int(value)
 
 
+def check_bool(name: str, value) -> bool:
+    """``value``, if it is a bool (not merely truthy: ``"yes"`` and ``1`` are refused)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected a bool, got {type(value).__name__}: {value!r:.200}")
+    return value
+
+
 def check_number(name: str, value, *, low: Optional[float] = None, high: Optional[float] = None,
                  low_open: bool = False, high_open: bool = False) -> float:
     """``value`` as a float, if it is a finite real number within the bounds given."""

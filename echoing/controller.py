@@ -69,7 +69,7 @@ import math
 import numbers
 from typing import Optional
 
-from echoing._checks import check_int, check_number
+from echoing._checks import check_bool, check_int, check_number
 from echoing.control.estimate import Measurement, Reading
 from echoing.control.policy import OPENING_PULL_FREE_MIN_STEPS, PULL_FREE_MIN_STEPS, Cause, Phase, Policy
 from echoing.control.windows import Interval, LeftOut, StepClock
@@ -143,9 +143,7 @@ class ControllerSettings:
         check_int("check_every_steps", self.check_every_steps, low=1, none_ok=True)
         check_number("check_divisor", self.check_divisor, low=1.0, low_open=True)
         check_number("tolerance", self.tolerance, low=0.0, high=0.5, low_open=True, high_open=True)
-        if not isinstance(self.pulls_on_loop_thread, bool):
-            raise TypeError(f"pulls_on_loop_thread: expected a bool, got "
-                            f"{type(self.pulls_on_loop_thread).__name__}: {self.pulls_on_loop_thread!r}")
+        check_bool("pulls_on_loop_thread", self.pulls_on_loop_thread)
         if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
             raise ValueError(f"verbose: expected 0 or 1, got {self.verbose!r}")
 

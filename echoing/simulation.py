@@ -44,7 +44,7 @@ import random
 from collections import deque
 from typing import Callable, Optional, Protocol, Sequence, Union
 
-from echoing._checks import check_int, check_number
+from echoing._checks import check_bool, check_int, check_number
 
 
 class Controller(Protocol):
@@ -126,12 +126,9 @@ class Scenario:
         check_int("pause_every_steps", self.pause_every_steps, low=1)
         check_number("pull_seconds", self.pull_seconds, low=0)
         check_int("steps_per_execution", self.steps_per_execution, low=1)
-        if not isinstance(self.warm, bool):
-            raise TypeError(f"warm: expected a bool, got {type(self.warm).__name__}: {self.warm!r}")
+        check_bool("warm", self.warm)
         check_int("seed", self.seed, low=0)
-        if not isinstance(self.common_random_numbers, bool):
-            raise TypeError(f"common_random_numbers: expected a bool, got {type(self.common_random_numbers).__name__}: "
-                            f"{self.common_random_numbers!r}")
+        check_bool("common_random_numbers", self.common_random_numbers)
 
     def ratio_at(self, step: int) -> float:
         ratio = self.ratio(step) if callable(self.ratio) else self.ratio
