@@ -92,6 +92,19 @@ def test_a_factor_read_again_replaces_its_overhead():
     assert cost.seconds == pytest.approx(0.010)
 
 
+def test_factors_the_clock_pools_share_one_overhead_so_an_older_reading_of_the_same_pulls_does_not_linger():
+    # The clock pools the pull intervals of factors within 10% (StepClock.pull_overhead), so
+    # the reading at 4.1 holds the intervals read at 4.0 and replaces it.
+    cost = PullCost()
+    cost.note(8.0, PullOverhead(seconds=0.010, error=0.001, step_seconds=0.01))
+    cost.note(4.0, PullOverhead(seconds=0.001, error=0.001, step_seconds=0.01))  # Few intervals yet: not significant.
+    assert cost.seconds == 0
+    cost.note(4.1, PullOverhead(seconds=0.011, error=0.001, step_seconds=0.01))
+    assert cost.seconds == pytest.approx(0.010)
+    cost.note(4.6, PullOverhead(seconds=0.001, error=0.001, step_seconds=0.01))  # Another bin: its own reading.
+    assert cost.seconds == 0
+
+
 def test_the_floor_is_where_a_copy_stops_paying_for_the_pulls():
     cost = PullCost()
     assert cost.floor(step_seconds=0.01, copy_cost=0.13, max_factor=8.0) == 1.0

@@ -15,8 +15,10 @@ beyond the steps between pulls (:meth:`echoing.control.windows.StepClock.pull_ov
 A wait for input lands in the pull intervals too, but only adds to the cost: the least
 overhead read at any factor bounds the cost from above, and where the input keeps up at
 that factor it is the cost itself. The cost is that least overhead, each factor's latest
-counting, as long as every one is at least :data:`Z` standard errors above zero; a factor
-whose overhead is not says the pulls cost nothing, and the cost is 0.
+counting (factors within 10% of each other count as one, since the clock pools their
+intervals: :func:`echoing.control.windows.factor_bin`), as long as every one is at least
+:data:`Z` standard errors above zero; a factor whose overhead is not says the pulls cost
+nothing, and the cost is 0.
 
 **The floor.** Where pulls cost, ``(a + p / e) (1 + c (e - 1))`` (seconds a step over its
 progress, ``c`` the copy cost) is least at ``e = sqrt(p (1 - c) / (a c))``: below that,
@@ -42,7 +44,7 @@ from __future__ import annotations
 
 import math
 
-from echoing.control.windows import PullOverhead
+from echoing.control.windows import PullOverhead, factor_bin
 
 # An overhead counts only at this many standard errors above zero: the steps between
 # pulls read a jittered step a little fast (echoing.control.windows), which leaves a
@@ -63,18 +65,19 @@ class PullCost:
 
     def __init__(self) -> None:
         self.seconds = 0.0
-        self._overheads: dict[float, tuple[float, float]] = {}  # factor: (overhead, error)
+        self._overheads: dict[int, tuple[float, float]] = {}  # factor_bin(factor): (overhead, error)
 
     def note(self, factor: float, overhead: PullOverhead) -> None:
         """Records the overhead read at ``factor``.
 
-        It replaces the one read there before; none expires, since a pull's hand-over does
-        not get cheaper. One whose error is over :data:`PRECISION` of a step between pulls
+        It replaces the one read there before, or at a factor within 10% of it (the clock
+        pools their pull intervals, so the later reading holds the earlier's); none
+        expires, since a pull's hand-over does not get cheaper. One whose error is over :data:`PRECISION` of a step between pulls
         is not noted.
         """
         if overhead.error > PRECISION * overhead.step_seconds:
             return
-        self._overheads[float(factor)] = (overhead.seconds, overhead.error)
+        self._overheads[factor_bin(factor)] = (overhead.seconds, overhead.error)
         significant = all(seconds > Z * error for seconds, error in self._overheads.values())
         self.seconds = min(seconds for seconds, _ in self._overheads.values()) if significant else 0.0
 

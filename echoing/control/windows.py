@@ -97,8 +97,12 @@ PULL_OVERHEAD_MIN_INTERVALS = 4
 PULL_OVERHEAD_BIN = 1.1
 
 
-def _bin(factor: float) -> int:
-    """The factors that share their pull intervals: within :data:`PULL_OVERHEAD_BIN` of each other on a log scale."""
+def factor_bin(factor: float) -> int:
+    """The factors that share their pull intervals: within :data:`PULL_OVERHEAD_BIN` of each other on a log scale.
+
+    >>> factor_bin(4.0) == factor_bin(4.1), factor_bin(4.0) == factor_bin(4.6)
+    (True, False)
+    """
     return round(math.log(factor) / math.log(PULL_OVERHEAD_BIN))
 
 
@@ -211,7 +215,7 @@ class StepClock:
         >>> round(overhead.seconds, 4), round(overhead.error, 6), round(overhead.step_seconds, 4)
         (0.015, 0.0, 0.01)
         """
-        pulls = (self._pulls or {}).get(_bin(factor), [()])[0]
+        pulls = (self._pulls or {}).get(factor_bin(factor), [()])[0]
         rate = self.pull_free_rate(min_steps)
         if len(pulls) < PULL_OVERHEAD_MIN_INTERVALS or not math.isfinite(rate):
             return None
@@ -224,7 +228,7 @@ class StepClock:
 
     def _add_pull(self, factor: float, steps: int, seconds: float, fresh: float) -> None:
         # The steps are summed as they come: observe runs once a training step.
-        entry = self._pulls.setdefault(_bin(factor), [deque(), 0])
+        entry = self._pulls.setdefault(factor_bin(factor), [deque(), 0])
         pulls = entry[0]
         pulls.append((steps, seconds, fresh))
         entry[1] += steps
