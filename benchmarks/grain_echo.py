@@ -51,12 +51,19 @@ class StageRun(results_io.Record):
 
 @dataclasses.dataclass(frozen=True)
 class PipelineRun(results_io.Record):
-    """Steps per second of the throttled pipeline at one factor (``None``: the controller's), one repeat."""
+    """Steps per second of the throttled pipeline at one factor (``None``: the controller's), one repeat.
+
+    ``held_factor`` is the controller's factor at the last step, ``mean_factor`` the
+    factor in force over the measured half, step by step (absent from runs before it was kept).
+    """
+
+    OMITTED_WHEN_NONE = ("mean_factor",)
 
     factor: Optional[float]
     repeat: int
     steps_per_second: float
     held_factor: Optional[float]
+    mean_factor: Optional[float] = None
 
 
 def _source(size: str, elements: int):
@@ -114,8 +121,8 @@ def stage_rate(stage: str, size: str, factor: int, elements: int) -> float:
 
 
 def pipeline_rate(factor: Optional[float], *, steps: int, read_seconds: float, step_seconds: float,
-                  batch_size: int, max_factor: float) -> tuple[float, Optional[float]]:
-    """Steps per second over the last half of ``steps`` (and the factor held, with the controller)."""
+                  batch_size: int, max_factor: float) -> tuple[float, Optional[float], Optional[float]]:
+    """Steps per second over the last half of ``steps``; with the controller, its factor at the end and over that half."""
     import grain
 
     import echoing
@@ -135,18 +142,21 @@ def pipeline_rate(factor: Optional[float], *, steps: int, read_seconds: float, s
     if factor is None:
         controller = echoing.EchoController(max_factor=max_factor, elements_per_step=batch_size, verbose=0)
         live.assign(controller.factor)
-    times = []
+    times, factors = [], []
     for step in range(steps):
         next(batches)
         time.sleep(step_seconds)  # The modelled accelerator's step.
         times.append(time.perf_counter())
+        factors.append(float(live))
         if controller is not None and controller.observe(step, times[-1], stats.fresh) is not None:
             live.assign(controller.factor)
     batches.close()
     half = steps // 2
     rate = (steps - 1 - half) / (times[-1] - times[half])
-    held = None if controller is None else controller.factor
-    return rate, held
+    if controller is None:
+        return rate, None, None
+    # A check of a lower factor can be under way at the last step: the mean says what the half ran at.
+    return rate, controller.factor, statistics.fmean(factors[half + 1:])
 
 
 def summary(values: list[float]) -> str:
@@ -178,15 +188,19 @@ def pipeline_table(runs: list[PipelineRun]) -> str:
             continue
         ratios = [r.steps_per_second / base[r.repeat] for r in rows if r.repeat in base]
         held = [r.held_factor for r in rows if r.held_factor is not None]
+        mean = [r.mean_factor for r in rows if r.mean_factor is not None]
         table_rows.append(["EchoController" if factor is None else f"{factor:g}",
                            summary([r.steps_per_second for r in rows]), f"{summary(ratios)}x",
-                           summary(held) if held else "-"])
-    return markdown_table(["factor", "steps/s", "over e = 1, per repeat", "factor held"], table_rows)
+                           summary(mean) if mean else "-", summary(held) if held else "-"])
+    return markdown_table(["factor", "steps/s", "over e = 1, per repeat", "mean factor, measured half",
+                           "factor at the last step"], table_rows)
 
 
 @dataclasses.dataclass(frozen=True)
 class GrainSettings(results_io.Record):
-    """The command's settings (its flags)."""
+    """The command's settings (its flags), and the controller's law."""
+
+    OMITTED_WHEN_NONE = ("law",)
 
     repeats: int
     small_elements: int
@@ -196,6 +210,7 @@ class GrainSettings(results_io.Record):
     step_seconds: float
     batch_size: int
     max_factor: float
+    law: Optional[str] = None  # the controller's (echoing.controller.LAW; absent before it was kept)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,14 +250,16 @@ def main(argv=None) -> None:
                 for stage in ("echoing.grain", "grain FlatMap"):
                     stages.append(StageRun(stage, size, factor, repeat, stage_rate(stage, size, factor, elements)))
         for factor in (*PIPELINE_FACTORS, None):
-            rate, held = pipeline_rate(factor, steps=args.steps, read_seconds=args.read_seconds,
-                                       step_seconds=args.step_seconds, batch_size=args.batch_size,
-                                       max_factor=args.max_factor)
-            pipelines.append(PipelineRun(factor, repeat, rate, held))
+            rate, held, mean = pipeline_rate(factor, steps=args.steps, read_seconds=args.read_seconds,
+                                             step_seconds=args.step_seconds, batch_size=args.batch_size,
+                                             max_factor=args.max_factor)
+            pipelines.append(PipelineRun(factor, repeat, rate, held, mean))
         print(f"repeat {repeat + 1} of {args.repeats} done", flush=True)
     print(stage_table(stages))
     print(pipeline_table(pipelines))
-    settings = GrainSettings(**{k: v for k, v in vars(args).items() if k != "output_dir"})
+    import echoing
+
+    settings = GrainSettings(**{k: v for k, v in vars(args).items() if k != "output_dir"}, law=echoing.controller.LAW)
     path = results_io.write_results("grain_echo", settings.record(),
                                     GrainResults(tuple(stages), tuple(pipelines)).record(), args.output_dir)
     print(f"results: {path}")
