@@ -72,8 +72,8 @@ class PullCost:
 
         It replaces the one read there before, or at a factor within 10% of it (the clock
         pools their pull intervals, so the later reading holds the earlier's); none
-        expires, since a pull's hand-over does not get cheaper. One whose error is over :data:`PRECISION` of a step between pulls
-        is not noted.
+        expires, since a pull's hand-over does not get cheaper. One whose error is over
+        :data:`PRECISION` of a step between pulls is not noted.
         """
         if overhead.error > PRECISION * overhead.step_seconds:
             return

@@ -215,7 +215,8 @@ class StepClock:
         >>> round(overhead.seconds, 4), round(overhead.error, 6), round(overhead.step_seconds, 4)
         (0.015, 0.0, 0.01)
         """
-        pulls = (self._pulls or {}).get(factor_bin(factor), [()])[0]
+        entry = (self._pulls or {}).get(factor_bin(factor))
+        pulls = entry[0] if entry else ()
         rate = self.pull_free_rate(min_steps)
         if len(pulls) < PULL_OVERHEAD_MIN_INTERVALS or not math.isfinite(rate):
             return None
