@@ -79,7 +79,7 @@ __all__ = ["Cause", "ControllerSettings", "EchoController", "EchoDecision", "LAW
 # The law's name, saved with every replayed AutoEcho timeline (benchmarks/time_to_target.py)
 # so that timelines of another law are timed again rather than reused. A change of what
 # the law decides names a new one; its history is in docs/decisions/.
-LAW = "pull-free-steps-2026-11-29"
+LAW = "check-within-128-steps-2026-11-29"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -363,7 +363,7 @@ class EchoController:
         if factor != previous or cause != Cause.KEEPS_UP or phase != Phase.HOLD:
             self._measurement = Measurement(factor, self.settings.tolerance,
                                             opening=not math.isfinite(self._policy.own_rate),
-                                            waits=self._measurement.waits)
+                                            waits=self._measurement.waits, check=phase == Phase.CHECK)
             return self._record(interval.end_step, phase, factor, cause, reading, previous)
         # Holding, the input keeps up: keep reading over the rolling horizon.
         return None

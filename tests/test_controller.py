@@ -1,12 +1,14 @@
 """The echo controller's law, part by part (windows, readings, policy), and whole on simulated loops (golden decisions)."""
 
 import math
+import random
 
 import pytest
 
 import echoing
 from echoing import Cause, ControllerSettings, EchoController, Phase
-from echoing.control.estimate import MAX_STEPS, MIN_KEEPS_UP_STEPS, SETTLE_STEPS, Measurement, Reading
+from echoing.control.estimate import (CHECK_MAX_STEPS, MAX_STEPS, MIN_KEEPS_UP_STEPS, SETTLE_STEPS, Measurement,
+                                      Reading)
 from echoing.control.policy import Policy
 from echoing.control.windows import LeftOut, StepClock
 from echoing.simulation import ELEMENTS_PER_STEP, Scenario, simulate
@@ -405,6 +407,32 @@ def test_a_search_that_goes_on_from_a_check_that_kept_up_steps_down_by_1_5():
     opened = Policy(max_factor=16.0, headroom=1.05, check_divisor=1.25, check_every_steps=200)
     opened.next(28, keeps_up(16.0))
     assert opened.next(92, keeps_up(4.0)) == (Phase.SEARCH, 2.0, Cause.KEEPS_UP)
+
+
+def test_a_check_that_cannot_tell_decides_within_its_steps_and_confirms_the_knee():
+    # A check just below R: the production short of the threshold by less than the
+    # tolerance, for ever. A held factor's reading decides after MAX_STEPS, a check's sooner.
+    def undecided(measurement, steps):
+        rng = random.Random(0)
+        for step in range(steps):
+            if step % 8 == 0:  # A window's production: 9% short of 100/s on average, jittered by 10%.
+                share = rng.gauss(0.91, 0.10)
+            measurement.add(steps=1, seconds=0.01, fresh=share / measurement.factor)
+        return measurement.reading(own_rate=100.0)
+
+    check = undecided(Measurement(3.6, tolerance=0.08, check=True), CHECK_MAX_STEPS + SETTLE_STEPS)
+    assert check.complete and check.marginal and not check.input_bound
+    assert not undecided(Measurement(3.6, tolerance=0.08), CHECK_MAX_STEPS + SETTLE_STEPS).complete
+    # The policy reads R from a marginal check's sums: R near the knee confirms it, and the
+    # factor goes back to the one held (a held factor's marginal reading keeps up, as before).
+    policy = Policy(max_factor=8.0, headroom=1.05, check_divisor=1.25, check_every_steps=200)
+    policy.own_rate = 100.0
+    policy.phase, policy.factor, policy.ratio, policy.held_since = Phase.HOLD, 4.5, 4.29, 0
+    keeps_up = Reading(factor=4.5, steps=200, step_rate=100.0, production_rate=100.0, error=0.02, own_rate=100.0,
+                       input_bound=False, ratio=math.nan, complete=True)
+    assert policy.next(300, keeps_up) == (Phase.CHECK, 3.6, Cause.CHECK)
+    assert policy.next(432, check) == (Phase.HOLD, 4.5, Cause.MEASURED)
+    assert policy.ratio == pytest.approx(3.6 * 100.0 / check.production_rate)
 
 
 def test_when_r_rises_or_falls_the_factor_follows_within_150_steps_or_a_check():

@@ -20,7 +20,8 @@ Two things keep batches made before the factor in force out of a measurement:
 A measurement is complete when it can tell, at two standard errors (from the spread of
 its windows), whether the production rate is below ``(1 - tolerance)`` times the step's
 own rate (**the input cannot keep up**: then ``R = e * s / production``) or not (**it
-keeps up**: ``R <= e``), or after :data:`MAX_STEPS` steps, when it says what its sums
+keeps up**: ``R <= e``), or after :data:`MAX_STEPS` steps (a check's, after
+:data:`CHECK_MAX_STEPS`), when it says what its sums
 say. Lumpy input spreads the windows, so it is measured for longer, by construction.
 A reading that cannot tell, whose production is short of the threshold by less than the
 tolerance, says the input keeps up: its steps ran within about twice the tolerance of
@@ -65,6 +66,13 @@ SETTLE_STEPS = 4
 # a record of 32 fresh batches lasts 32 e steps, so 320 steps hold a few at e near R = 4.
 MIN_WINDOWS = 3
 MAX_STEPS = 320
+# A check's reading decides after this many steps: a check just below R (held / 1.25
+# where the knee was read a little high) reads a production within the tolerance of the
+# step's own rate, which no length of reading tells apart, and it then ran all 320 steps
+# below R (docs/results/grain.md: a check at 3.3-3.7 with R = 4, every 200 steps). At 128
+# the design seeds' p95 at c = 0.05 went from 1.151 to 1.147 and on 1200-1399 from 1.181
+# to 1.156; 96 and 192 did no better (docs/decisions/0017-a-check-decides-within-128-steps.md).
+CHECK_MAX_STEPS = 128
 # A window that saw no pull ends here anyway (a stall, a flood at a
 # high factor): a fifth of the horizon.
 MAX_WINDOW_STEPS = 64
@@ -151,10 +159,13 @@ class Measurement:
         step's own rate.
       opening: whether this is the opening's measurement of the step's own rate.
       waits: whether intervals carry the loop's wait for its own input.
+      check: whether this is a check's reading (complete after :data:`CHECK_MAX_STEPS`).
     """
 
-    def __init__(self, factor: float, tolerance: float, opening: bool = False, waits: bool = False) -> None:
+    def __init__(self, factor: float, tolerance: float, opening: bool = False, waits: bool = False,
+                 check: bool = False) -> None:
         self.factor = float(factor)
+        self.longest_steps = CHECK_MAX_STEPS if check else MAX_STEPS
         self.tolerance = tolerance
         self.waits = waits
         self.settle_left = SETTLE_STEPS
@@ -267,7 +278,7 @@ class Measurement:
             # No one interval decides: a stall or a pause that holds over LONGEST_SHARE of the
             # time waits for more steps around it.
             long_enough = long_enough and max(w.longest for w in self.windows) <= LONGEST_SHARE * seconds
-            complete = (confident and long_enough) or self.steps_seen >= MAX_STEPS
+            complete = (confident and long_enough) or self.steps_seen >= self.longest_steps
             # Short by less than two standard errors and within the tolerance of the threshold:
             # as near keeping up as the reading can tell (see the module docstring).
             marginal = (bound and not confident and pulls >= MIN_PULLS

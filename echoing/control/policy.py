@@ -30,7 +30,11 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   its reading trains faster by the objective it is kept and the climb goes on; if not,
   the factor goes back and no raise is tried from there again until the factor moves.
 * ``CHECK``: after ``check_every_steps`` of holding, the factor is divided by
-  ``check_divisor``, below R: a reading there gives R afresh. If R stayed put (the knee
+  ``check_divisor``, below R: a reading there gives R afresh, within
+  :data:`echoing.control.estimate.CHECK_MAX_STEPS` steps. A check's reading that cannot
+  tell (short of the threshold by less than the tolerance: ``Reading.marginal``) gives R
+  from its sums too, rather than reading as keeping up: a check just below R reads that
+  way. If R stayed put (the knee
   within :data:`CONFIRM_BAND`), the factor goes back to the one held, climbed or not,
   and the next check waits twice as long (up to :data:`MAX_CHECK_BACKOFF` times); if R
   moved, the factor goes to the new knee; if the input keeps up even there, R fell,
@@ -78,6 +82,7 @@ steps lower ``s`` to the rate measured (it was read too high, or the step got sl
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from typing import Optional
@@ -253,6 +258,10 @@ class Policy:
         return phase, factor, cause
 
     def _next(self, step: int, reading: Reading, pull_free_rate: float) -> tuple[Phase, float, Cause]:
+        if self.phase == Phase.CHECK and reading.marginal and reading.production_rate > 0:
+            # Near R, not below it by a fall of R (see the module docstring): R from the sums.
+            reading = dataclasses.replace(reading, input_bound=True,
+                                          ratio=reading.factor * reading.own_rate / reading.production_rate)
         if reading.step_rate > self.own_rate * (1 + 2 * _tol(reading)) or not math.isfinite(self.own_rate):
             self.own_rate = reading.step_rate  # Steps this fast prove the step's own rate at least this.
         if self.phase == Phase.OPEN:
