@@ -197,12 +197,20 @@ def test_auto_echo_warns_when_fit_has_no_steps_per_epoch_over_a_dataset_of_unkno
 
 
 def test_with_repeat_and_steps_per_epoch_no_batch_is_lost_between_epochs(recwarn):
-    factor, stats = tf.Variable(1.0, dtype=tf.float64), echoing.EchoStats()
-    ds = finite_echoed(factor, stats).repeat()
-    auto = echoing.AutoEcho(factor, max_factor=4.0, stats=stats, elements_per_step=8, verbose=0)
-    counts = EpochCounts(stats)
-    sleeping_model(0.001).fit(ds, steps_per_epoch=25, epochs=4, callbacks=[auto, counts], verbose=0)
-    assert len({d.factor for d in auto.decisions}) > 1  # The factor changed, within and across epochs.
+    # The factor must change for the test to say anything, and whether the law changes it
+    # within 100 steps of 1 ms depends on the clock: one run of CI's timing tests in 69
+    # held the opening's e = 4 throughout (30 runs of it by hand after that all changed).
+    # So the fit is tried up to three times; the counts below are checked on the last try.
+    for _ in range(3):
+        factor, stats = tf.Variable(1.0, dtype=tf.float64), echoing.EchoStats()
+        ds = finite_echoed(factor, stats).repeat()
+        auto = echoing.AutoEcho(factor, max_factor=4.0, stats=stats, elements_per_step=8, verbose=0)
+        counts = EpochCounts(stats)
+        sleeping_model(0.001).fit(ds, steps_per_epoch=25, epochs=4, callbacks=[auto, counts], verbose=0)
+        if len({d.factor for d in auto.decisions}) > 1:
+            break
+    # The factor changed, within and across epochs.
+    assert len({d.factor for d in auto.decisions}) > 1, [(d.step, d.factor, d.cause, d.reason) for d in auto.decisions]
     assert [e["steps"] for e in counts.epochs] == [25] * 4
     # One iterator runs through every epoch: what was emitted and not trained on is only
     # what is still in flight: at most one micro-batch of 64 elements at e <= 4, and the few
