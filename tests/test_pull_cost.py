@@ -9,7 +9,7 @@ import echoing
 from echoing import Cause, ControllerSettings
 from echoing.control.pull_cost import PullCost
 from echoing.control.windows import PullOverhead, StepClock
-from echoing.simulation import ELEMENTS_PER_STEP, Scenario, simulate, simulate_in_step
+from echoing.simulation import ELEMENTS_PER_STEP, Scenario, progress_per_step, simulate, simulate_in_step
 
 
 def torch_like(ratio, pull_seconds, seed=0, steps=1500):
@@ -169,7 +169,7 @@ def progress_rate(runs, factors, copy_cost=0.13):
     """Steps a second over the second half, over the objective's cost of the two ranks' mean factor."""
     half = len(runs[0].step_ends) // 2
     rate = half / (runs[0].step_ends[-1] - runs[0].step_ends[-half - 1])
-    return rate / (1 + copy_cost * (statistics.fmean(factors) - 1))
+    return rate * progress_per_step(statistics.fmean(factors), copy_cost)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

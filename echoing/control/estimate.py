@@ -129,6 +129,15 @@ class Reading:
     made_rate: float = math.nan
 
 
+def ratio_from_sums(factor: float, own_rate: float, production: float) -> float:
+    """R from a reading's sums: ``factor * own_rate / production`` (``inf`` where nothing was made).
+
+    >>> ratio_from_sums(4.0, own_rate=100.0, production=80.0), ratio_from_sums(4.0, 100.0, 0.0)
+    (5.0, inf)
+    """
+    return factor * own_rate / production if production > 0 else math.inf
+
+
 @dataclasses.dataclass
 class Window:
     """At least :data:`WINDOW_STEPS` steps of one measurement, summed.
@@ -284,7 +293,7 @@ class Measurement:
             marginal = (bound and not confident and pulls >= MIN_PULLS
                         and production >= (1 - self.tolerance) * threshold)
             bound = bound and not marginal
-        ratio = math.nan if not bound else self.factor * own_rate / production if production > 0 else math.inf
+        ratio = ratio_from_sums(self.factor, own_rate, production) if bound else math.nan
         relative = error / production if production > 0 else math.inf
         made = self.factor * sum(w.fresh for w in self.windows) / seconds
         return Reading(self.factor, steps, step_rate, production, relative, own_rate, bound, ratio, complete,

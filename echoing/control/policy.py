@@ -87,7 +87,7 @@ import enum
 import math
 from typing import Optional
 
-from echoing.control.estimate import Reading
+from echoing.control.estimate import Reading, ratio_from_sums
 from echoing.control.pull_cost import PullCost
 
 
@@ -258,10 +258,10 @@ class Policy:
         return phase, factor, cause
 
     def _next(self, step: int, reading: Reading, pull_free_rate: float) -> tuple[Phase, float, Cause]:
-        if self.phase == Phase.CHECK and reading.marginal and reading.production_rate > 0:
+        if self.phase == Phase.CHECK and reading.marginal:
             # Near R, not below it by a fall of R (see the module docstring): R from the sums.
-            reading = dataclasses.replace(reading, input_bound=True,
-                                          ratio=reading.factor * reading.own_rate / reading.production_rate)
+            reading = dataclasses.replace(reading, input_bound=True, ratio=ratio_from_sums(
+                reading.factor, reading.own_rate, reading.production_rate))
         if reading.step_rate > self.own_rate * (1 + 2 * _tol(reading)) or not math.isfinite(self.own_rate):
             self.own_rate = reading.step_rate  # Steps this fast prove the step's own rate at least this.
         if self.phase == Phase.OPEN:
