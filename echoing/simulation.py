@@ -267,7 +267,8 @@ def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
     (``step_seconds``, ``step_jitter``, pauses, ``steps``), waits for the slowest. Each
     trainer may have its own controller, given its own fresh count and, with
     ``pass_wait``, its loop's total wait for its own input (``input_wait``: from the end
-    of a step until its own batch was there).
+    of a step until its own batch was there, and with ``pull_seconds`` its own pulls,
+    which run in its loop's ``next``, as a loop that times ``next(iterator)`` counts them).
 
     Returns:
       one :class:`Run` per trainer (the same step times; each its own factors).
@@ -313,8 +314,11 @@ def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
                 seconds += s.pause_seconds
             # A pull on the loop's thread happens in the loop's next(): it delays the step that takes its
             # batches, and the echo stage's count moves in that step (in step, the slowest trainer's delay).
+            # It is part of that trainer's wait in next() too; the others wait for it in the step's
+            # collective, not in their next().
             seconds += max(pipe.scenario.pull_seconds * pipe.pulled for pipe in pipes)
-            for pipe in pipes:
+            for i, pipe in enumerate(pipes):
+                waits[i] += pipe.scenario.pull_seconds * pipe.pulled
                 pipe.fresh += ELEMENTS_PER_STEP * pipe.pulled
                 pipe.pulled = 0
             stepping = (now + seconds, [pipe.output.popleft() for pipe in pipes])

@@ -172,17 +172,42 @@ def progress_rate(runs, factors, copy_cost=0.13):
     return rate * progress_per_step(statistics.fmean(factors), copy_cost)
 
 
+@pytest.mark.parametrize("pass_wait", [False, True], ids=["count", "count_and_wait"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_ranks_in_step_that_pull_on_their_loops_thread_come_within_10_percent_of_the_best_common_factor(seed):
-    # Given their counts alone, both ranks read the same steps and hold the same factor, about
-    # 3, where the R = 4 rank's input keeps up with the pulls' cost in (a step of a + a / e).
-    # A common factor of 3.5 does best here (2-8 tried, c = 0.13), within 2% of 3.
+def test_ranks_in_step_that_pull_on_their_loops_thread_come_within_10_percent_of_the_best_common_factor(seed, pass_wait):
+    # Both ranks read the same steps and hold the same factor, about 3, where the R = 4 rank's
+    # input keeps up with the pulls' cost in (a step of a + a / e). A common factor of 3.5 does
+    # best here (2-8 tried, c = 0.13), within 2% of 3. Given their waits too, each rank's wait
+    # holds its own pulls (they run in its next()), and the ranks decide as on their counts.
     best = max(progress_rate(runs, [factor] * 2)
                for factor in (2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 8.0)
                for runs in [simulate_in_step(torch_like_pair(seed), factor=factor)])
     controllers = [echoing.EchoController(max_factor=8.0, elements_per_step=ELEMENTS_PER_STEP, pulls_on_loop_thread=True)
                    for _ in range(2)]
-    runs = simulate_in_step(torch_like_pair(seed), controllers=controllers)
+    runs = simulate_in_step(torch_like_pair(seed), controllers=controllers, pass_wait=pass_wait)
     held = [second_half_factor(run) for run in runs]
     assert all(2.4 <= factor <= 3.6 for factor in held), held
     assert progress_rate(runs, held) >= 0.9 * best
+    for controller in controllers:
+        assert controller._policy.pull_cost.seconds == pytest.approx(0.01, rel=0.25)
+
+
+def test_a_ranks_wait_holds_its_own_pulls_and_not_the_other_ranks():
+    # A pull runs in the rank's own next(): its loop, timing next(iterator), counts it as waiting.
+    # The other rank waits for it in the step's collective, which its next() does not see.
+    scenarios = [Scenario(ratio=0.5, steps=400, step_seconds=0.01, buffer_batches=1, upstream_batches=4,
+                          pull_seconds=pull) for pull in (0.01, 0.0)]
+
+    class Recorder:
+        def __init__(self):
+            self.factor, self.waited = 4.0, 0.0
+
+        def observe(self, step, timestamp, fresh=None, input_wait=None):
+            self.waited = input_wait
+
+    recorders = [Recorder(), Recorder()]
+    simulate_in_step(scenarios, factor=4.0, controllers=recorders, pass_wait=True)
+    waits = [recorder.waited for recorder in recorders]
+    # 100 pulls of 10 ms at e = 4 over 400 steps: 1 s in the pulling rank's next(); the input keeps up.
+    assert waits[0] == pytest.approx(1.0, rel=0.05)
+    assert waits[1] < 0.05
