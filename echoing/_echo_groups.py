@@ -111,6 +111,7 @@ class EchoGroups:
         self._group_factor = 1.0  # the factor the group was drawn at
         self._outputs: list[Any] = []  # the group's outputs, in the order they go out
         self._position = 0  # outputs of the group emitted
+        self._released = False  # release() let go of the outputs: the iterator is closed
 
     @property
     def emitted(self) -> int:
@@ -140,8 +141,18 @@ class EchoGroups:
             self._draws = np.random.default_rng([*self._key, 0, block]).random(_DRAW_BLOCK)
         return self._draws[index % _DRAW_BLOCK]
 
+    def release(self) -> None:
+        """Lets go of the group's outputs, so that their memory is freed now (the iterator is closed).
+
+        The counts and the state stay as they were; the next element raises ``ValueError``.
+        """
+        self._outputs = []
+        self._released = True
+
     def _fill(self) -> None:
         """Pulls the next group; raises StopIteration when the parent has nothing left."""
+        if self._released:
+            raise ValueError("the echo stage's iterator is closed; make a new one (iter(dataset)) to go on")
         self._emitted_before += self._position
         self._position = 0
         self._outputs = []

@@ -181,6 +181,17 @@ class _EchoIterator(grain.DatasetIterator):
     def __next__(self):
         return next(self._groups)
 
+    def close(self) -> None:
+        """Closes the pipeline above it (grain's ``close``) and lets go of the copies it holds.
+
+        They are freed now, not when the iterator is collected, which the stage's
+        ``EchoStats`` (its counts are its latest iterator's) would put off: after
+        ``mp_prefetch`` they are grain's shared memory. The counts stay readable; ``next``
+        raises ``ValueError``.
+        """
+        self._groups.release()
+        super().close()
+
     def _current_factor(self) -> float:
         if self._live:
             # Checked again here: a value set around assign() must not pass unseen.

@@ -64,6 +64,39 @@ def test_a_live_factor_set_after_a_checkpoint_applies_after_the_restore_and_not_
     assert [int(next(restored)) for _ in range(6)] == [10, 10, 10, 11, 11, 11]
 
 
+class Held:
+    """An element the test can watch being freed (a weak reference to it dies)."""
+
+    def __init__(self, i):
+        self.i = i
+
+
+def test_close_lets_go_of_the_copies_held_keeps_the_counts_and_refuses_next():
+    # After mp_prefetch the copies are grain's shared memory: close() must free them, even
+    # while the stage's EchoStats (which holds its latest iterator) is alive.
+    import gc
+    import weakref
+
+    stats = echo_grain.EchoStats()
+    dataset = echo_grain.echo(grain.MapDataset.range(50).map(Held), 2, shuffle_buffer_size=8, seed=0, stats=stats)
+    iterator = iter(dataset)
+    first = [next(iterator) for _ in range(5)]
+    held = weakref.ref(first[0])
+    counts = (stats.fresh, stats.emitted)
+    del first
+    gc.collect()
+    assert held() is not None  # The window still holds its copies.
+    iterator.close()
+    gc.collect()
+    assert held() is None
+    assert (stats.fresh, stats.emitted) == counts == (4, 5)
+    with pytest.raises(ValueError, match="closed"):
+        next(iterator)
+    iterator.close()  # Again: nothing more to do.
+    fresh_start = iter(dataset)  # A new iterator starts afresh: the first window, ids 0-3 twice each.
+    assert sorted(next(fresh_start).i for _ in range(8)) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
 def test_a_bad_live_value_stops_iteration_naming_it_and_assign_refuses_it():
     factor = echo_grain.Factor(2.0)
     with pytest.raises(ValueError, match=r"value: .*>= 1, got 0.5"):
