@@ -13,9 +13,11 @@ hits every variant alike):
   reading thread, then the echo stage (a live :class:`echoing.grain.Factor`), batching
   and a prefetch thread, against a step that sleeps ``--step-seconds``: R = 4 with the
   defaults. Steps per second at e = 1, 2 and 4, and with :class:`echoing.EchoController`
-  choosing e from the fresh count.
+  choosing e from the fresh count. Then the same with the reads in ``--workers`` worker
+  processes (``mp_prefetch``, grain's usual set-up; 0 leaves it out), each reading
+  ``--workers`` times slower, so that R is the same; the echo stage runs after them.
 
-Run ``python -m benchmarks.grain_echo`` (about three minutes; alone on the machine) with
+Run ``python -m benchmarks.grain_echo`` (about twelve minutes; alone on the machine) with
 ``--output-dir benchmarks/results`` for the committed results;
 ``python -m benchmarks.readme_tables`` makes ``docs/results/grain.md``'s tables.
 """
@@ -31,6 +33,7 @@ from typing import Optional
 import numpy as np
 
 from benchmarks.lib import results_io
+from benchmarks.lib.run_records import PipelineRate
 from benchmarks.lib.tables import markdown_table
 
 FACTORS = (2, 4)
@@ -50,19 +53,17 @@ class StageRun(results_io.Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class PipelineRun(results_io.Record):
+class PipelineRun(PipelineRate):
     """Steps per second of the throttled pipeline at one factor (``None``: the controller's), one repeat.
 
-    ``held_factor`` is the controller's factor at the last step, ``mean_factor`` the
-    factor in force over the measured half, step by step (absent from runs before it was kept).
+    ``workers`` is the ``mp_prefetch`` processes that read (0: a thread in this process),
+    ``held_factor`` the controller's factor at the last step, ``mean_factor`` the factor in
+    force over the measured half, step by step (absent from runs before it was kept).
     """
 
     OMITTED_WHEN_NONE = ("mean_factor",)
 
     factor: Optional[float]
-    repeat: int
-    steps_per_second: float
-    held_factor: Optional[float]
     mean_factor: Optional[float] = None
 
 
@@ -120,22 +121,35 @@ def stage_rate(stage: str, size: str, factor: int, elements: int) -> float:
     return count / (time.perf_counter() - start)
 
 
+class SlowRead:
+    """Example ``i``, read in ``seconds``: a picklable transform, so that grain's worker processes can run it."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def __call__(self, i):
+        time.sleep(self.seconds)
+        return {"x": np.full([16], i, np.float32)}
+
+
 def pipeline_rate(factor: Optional[float], *, steps: int, read_seconds: float, step_seconds: float,
-                  batch_size: int, max_factor: float) -> tuple[float, Optional[float], Optional[float]]:
-    """Steps per second over the last half of ``steps``; with the controller, its factor at the end and over that half."""
+                  batch_size: int, max_factor: float, workers: int = 0) -> tuple[float, Optional[float], Optional[float]]:
+    """Steps per second over the last half of ``steps``; with the controller, its factor at the end and over that half.
+
+    With ``workers``, the reads run in that many ``mp_prefetch`` processes, each ``workers``
+    times slower (the same R), and the echo stage after them, in this process.
+    """
     import grain
 
     import echoing
     from echoing import grain as echo_grain
 
-    def read(i):
-        time.sleep(read_seconds)
-        return {"x": np.full([16], i, np.float32)}
-
     live = echo_grain.Factor(1.0 if factor is None else factor)
     stats = echo_grain.EchoStats()
-    source = grain.MapDataset.range(10**9).map(read).to_iter_dataset(
+    source = grain.MapDataset.range(10**9).map(SlowRead(read_seconds * max(workers, 1))).to_iter_dataset(
         grain.ReadOptions(num_threads=1, prefetch_buffer_size=batch_size))
+    if workers:
+        source = source.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers))
     ds = echo_grain.echo(source, live, shuffle_buffer_size=4 * batch_size, seed=0, stats=stats).batch(batch_size)
     batches = iter(grain.experimental.ThreadPrefetchIterDataset(ds, prefetch_buffer_size=2))
     controller = None
@@ -150,7 +164,7 @@ def pipeline_rate(factor: Optional[float], *, steps: int, read_seconds: float, s
         factors.append(float(live))
         if controller is not None and controller.observe(step, times[-1], stats.fresh) is not None:
             live.assign(controller.factor)
-    batches.close()
+    batches.close()  # Closes the pipeline: the workers stop and the echo stage lets go of its copies.
     half = steps // 2
     rate = (steps - 1 - half) / (times[-1] - times[half])
     if controller is None:
@@ -180,19 +194,21 @@ def stage_table(runs: list[StageRun]) -> str:
 
 
 def pipeline_table(runs: list[PipelineRun]) -> str:
-    base = {r.repeat: r.steps_per_second for r in runs if r.factor == 1.0}
     table_rows = []
-    for factor in (*PIPELINE_FACTORS, None):
-        rows = [r for r in runs if r.factor == factor]
-        if not rows:
-            continue
-        ratios = [r.steps_per_second / base[r.repeat] for r in rows if r.repeat in base]
-        held = [r.held_factor for r in rows if r.held_factor is not None]
-        mean = [r.mean_factor for r in rows if r.mean_factor is not None]
-        table_rows.append(["EchoController" if factor is None else f"{factor:g}",
-                           summary([r.steps_per_second for r in rows]), f"{summary(ratios)}x",
-                           summary(mean) if mean else "-", summary(held) if held else "-"])
-    return markdown_table(["factor", "steps/s", "over e = 1, per repeat", "mean factor, measured half",
+    for workers in sorted({r.workers for r in runs}):
+        base = {r.repeat: r.steps_per_second for r in runs if r.factor == 1.0 and r.workers == workers}
+        reads = f"{workers} mp_prefetch workers" if workers else "a thread"
+        for factor in (*PIPELINE_FACTORS, None):
+            rows = [r for r in runs if r.factor == factor and r.workers == workers]
+            if not rows:
+                continue
+            ratios = [r.steps_per_second / base[r.repeat] for r in rows if r.repeat in base]
+            held = [r.held_factor for r in rows if r.held_factor is not None]
+            mean = [r.mean_factor for r in rows if r.mean_factor is not None]
+            table_rows.append([reads, "EchoController" if factor is None else f"{factor:g}",
+                               summary([r.steps_per_second for r in rows]), f"{summary(ratios)}x",
+                               summary(mean) if mean else "-", summary(held) if held else "-"])
+    return markdown_table(["reads in", "factor", "steps/s", "over e = 1, per repeat", "mean factor, measured half",
                            "factor at the last step"], table_rows)
 
 
@@ -211,6 +227,7 @@ class GrainSettings(results_io.Record):
     batch_size: int
     max_factor: float
     law: Optional[str] = None  # the controller's (echoing.controller.LAW; absent before it was kept)
+    workers: int = 0  # the pipeline's mp_prefetch workers in its second arm (absent before it was run)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,8 +242,10 @@ def document_table(document: dict) -> str:
     return (stage_table(list(results.stages)) + "\n\n" + pipeline_table(list(results.pipelines))
             + f"\n\n_The pipeline: {settings.read_seconds * 1000:g} ms an example, batches of "
               f"{settings.batch_size}, a step of {settings.step_seconds * 1000:g} ms (R = "
-              f"{settings.read_seconds * settings.batch_size / settings.step_seconds:g}). Medians and ranges "
-              f"over {settings.repeats} repeats._")
+              f"{settings.read_seconds * settings.batch_size / settings.step_seconds:g})"
+              + (f"; in {settings.workers} workers, {settings.read_seconds * settings.workers * 1000:g} ms an "
+                 f"example each" if settings.workers else "")
+              + f". Medians and ranges over {settings.repeats} repeats._")
 
 
 def main(argv=None) -> None:
@@ -239,8 +258,16 @@ def main(argv=None) -> None:
     parser.add_argument("--step-seconds", type=float, default=0.01, help="the modelled step")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--max-factor", type=float, default=8.0)
+    parser.add_argument("--workers", type=int, default=2,
+                        help="mp_prefetch worker processes for the pipeline's second arm (0: leave it out)")
     results_io.add_output_dir_argument(parser)
     args = parser.parse_args(argv)
+    if args.workers < 0:
+        parser.error(f"--workers: expected a whole number >= 0, got {args.workers!r}")
+    if args.workers:
+        from absl import flags
+
+        flags.FLAGS.mark_as_parsed()  # grain's workers read an absl flag (google/grain#1355).
 
     stages, pipelines = [], []
     for repeat in range(args.repeats):
@@ -249,11 +276,13 @@ def main(argv=None) -> None:
             for factor in FACTORS:
                 for stage in ("echoing.grain", "grain FlatMap"):
                     stages.append(StageRun(stage, size, factor, repeat, stage_rate(stage, size, factor, elements)))
-        for factor in (*PIPELINE_FACTORS, None):
-            rate, held, mean = pipeline_rate(factor, steps=args.steps, read_seconds=args.read_seconds,
-                                             step_seconds=args.step_seconds, batch_size=args.batch_size,
-                                             max_factor=args.max_factor)
-            pipelines.append(PipelineRun(factor, repeat, rate, held, mean))
+        for workers in sorted({0, args.workers}):
+            for factor in (*PIPELINE_FACTORS, None):
+                rate, held, mean = pipeline_rate(factor, steps=args.steps, read_seconds=args.read_seconds,
+                                                 step_seconds=args.step_seconds, batch_size=args.batch_size,
+                                                 max_factor=args.max_factor, workers=workers)
+                pipelines.append(PipelineRun(workers=workers, repeat=repeat, steps_per_second=rate,
+                                             held_factor=held, factor=factor, mean_factor=mean))
         print(f"repeat {repeat + 1} of {args.repeats} done", flush=True)
     print(stage_table(stages))
     print(pipeline_table(pipelines))

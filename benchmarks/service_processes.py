@@ -38,6 +38,7 @@ from tensorflow.python.data.experimental.ops import testing as tf_data_testing
 
 import echoing
 from benchmarks.lib import results_io
+from benchmarks.lib.run_records import PipelineRate
 from benchmarks.lib.service_settings import ServiceSettings
 from benchmarks.lib.tables import markdown_table
 
@@ -60,14 +61,10 @@ class Settings(ServiceSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class RateRun(results_io.Record):
+class RateRun(PipelineRate):
     """Steps per second of one configuration in one repeat (``factor`` is ``"auto"`` for the controller)."""
 
-    workers: int
     factor: str
-    repeat: int
-    steps_per_second: float
-    held_factor: Optional[float]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,7 +236,8 @@ def main(argv=None) -> None:
                 for factor in [*settings.factors, AUTO]:
                     label = AUTO if factor == AUTO else f"{factor:g}"
                     rate, held = step_rate(cluster.target, factor, settings, job=f"w{workers}/e{label}/{repeat}")
-                    rates.append(RateRun(workers, label, repeat, rate, held))
+                    rates.append(RateRun(workers=workers, repeat=repeat, steps_per_second=rate, held_factor=held,
+                                         factor=label))
                     print(f"repeat {repeat} workers {workers} e {label}: {rate:.1f} steps/s", flush=True)
             finally:
                 cluster.close()

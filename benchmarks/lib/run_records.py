@@ -193,6 +193,21 @@ class PipelineMeasure(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class PipelineRate(Record):
+    """Steps per second of a pipeline read by ``workers`` workers, in one repeat, and the controller's factor at its end.
+
+    ``held_factor`` is ``None`` at a fixed factor. The benchmarks that time one pipeline at
+    fixed factors and with the controller (``benchmarks.service_processes``,
+    ``benchmarks.grain_echo``) derive their records from it, each adding its factor.
+    """
+
+    workers: int
+    repeat: int
+    steps_per_second: float
+    held_factor: Optional[float]
+
+
+@dataclasses.dataclass(frozen=True)
 class RateRound(Record):
     """One round of calibrating the throttle under load (:func:`benchmarks.lib.wallclock.calibrate`)."""
 
