@@ -68,8 +68,9 @@ def echo(
     * ``tf.Variable`` ``factor`` (floating dtype, scalar): read as the dataset runs, so
       a training loop can change it with ``assign``. The new value applies to elements
       the stage pulls after the assignment; what already sits in the stage's micro-batch
-      (up to 64 elements), the echo shuffle buffer and any prefetch downstream still
-      carries the old one. A value below 1 or not finite stops iteration with
+      (up to 64 elements), the echo shuffle buffer and any prefetch downstream (tf.data's
+      own at the end of a pipeline too, unless ``Options().experimental_optimization.inject_prefetch``
+      is ``False``) still carries the old one. A value below 1 or not finite stops iteration with
       ``tf.errors.InvalidArgumentError`` naming the value; it is never clamped.
     * ``shuffle_buffer_size > 0``: the echoed stream passes through a shuffle buffer of
       that many elements, seeded from ``seed``, so copies of one element spread apart.
