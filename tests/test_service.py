@@ -69,10 +69,10 @@ def test_distributed_epoch_shares_one_epoch_and_counts_are_exact(cluster):
 def test_a_variable_factor_after_distribute_follows_assignments(cluster):
     factor, stats = tf.Variable(1.0, dtype=tf.float64), echoing.EchoStats()
     ds = echoed_after_distribute(cluster.target, "distributed_epoch", factor, n=1000, stats=stats)
-    # tf.data injects a prefetch at the end of a pipeline, whose autotuned buffer can grow
-    # past the rest of the stage's micro-batch when the consumer waits (a loaded machine:
-    # 120 elements went out at e = 1 in one run of the whole suite). Left out here, only the
-    # stage's own micro-batch is ahead of the assignment.
+    # tf.data injects a prefetch at the end of a pipeline, the one asynchronous step after
+    # the stage; its autotuned buffer is the likely reason 120 elements, not 56, went out at
+    # e = 1 in one run of the whole suite on a loaded machine (never reproduced alone). Left
+    # out here, only the stage's own micro-batch is ahead of the assignment.
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False
     iterator = iter(ds.with_options(options))
