@@ -2,7 +2,8 @@
 
 The loops are :mod:`benchmarks.lib.loops`'s. Every case runs the controller as shipped
 (:data:`Contender.LAW`: the law, given the echo stage's fresh count, at its default
-``copy_cost``), the same law told the c it is judged at, a reference told the true R at
+``copy_cost``), the same law told the c it is judged at, the law given the loop's wait
+for input too (as a loop that times ``next(iterator)`` can), a reference told the true R at
 every step (:class:`ToldRatio`: no law can know it sooner), the same reference told R
 only after an opening of :data:`OPENING_STEPS` steps at ``max_factor`` (what the law's
 opening alone costs, however well it measured after), and "one known factor"
@@ -12,10 +13,9 @@ time over the best fixed factor's (``over_best``), over no echo's (``over_none``
 ``max_factor``'s where R stays at or above it, and after a change of R the share of
 steps from 150 steps after it whose factor is within [0.85, 1.5] of the new R (clipped
 to ``[1, max_factor]``). The targets are named values (:data:`TARGETS`), tabled with a
-"met" column and plotted from the same values.
-
-The same command runs two more studies into the same file: the frontier of one factor
-chosen without c (:mod:`benchmarks.lib.frontier`), two trainers in step (:mod:`benchmarks.lib.in_step`).
+"met" column and plotted from the same values. The same command runs the frontier of one
+factor chosen without c (:mod:`benchmarks.lib.frontier`) and two trainers in step
+(:mod:`benchmarks.lib.in_step`) into the same file.
 
 The law was designed on cases drawn from seeds 1000 and up; the committed results and
 the CI slice (``tests/test_controller_sweep.py``) use seeds 0-199, which it was never
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import echoing
-from echoing.simulation import ELEMENTS_PER_STEP, Run, simulate
+from echoing.simulation import ELEMENTS_PER_STEP, Run, simulate_in_step
 from benchmarks.lib import results_io
 from benchmarks.lib.frontier import (CHOSEN_AT, FrontierSummary, KnownFactor, frontier_table, known_factor,
                                      summarize_frontier)
@@ -53,6 +53,7 @@ class Contender(str, enum.Enum):
 
     LAW = "law"  # echoing.EchoController as shipped (its default copy_cost), given the fresh count
     LAW_AT_MATCHED_C = "law, copy_cost = c"  # the same, told the c it is judged at
+    LAW_GIVEN_WAIT = "law, given the wait"  # the shipped law given the loop's wait for input too (input_wait)
     TOLD_R = "told R"  # a reference: the factor set to HEADROOM x the true R at every step
     TOLD_R_AFTER_OPENING = "told R after an opening"  # the same after OPENING_STEPS steps at max_factor
     ONE_KNOWN_FACTOR = "one known factor"  # a reference: see known_factor()
@@ -100,14 +101,14 @@ def run_case(case: Case, contender: Optional[Contender] = None, factor: Optional
     """
     if factor is not None:
         return run_fixed(case, factor, progress)
-    controller = {Contender.LAW: lambda: echoing.EchoController(max_factor=case.max_factor,
-                                                                 elements_per_step=ELEMENTS_PER_STEP),
+    law = lambda: echoing.EchoController(max_factor=case.max_factor, elements_per_step=ELEMENTS_PER_STEP)  # noqa: E731
+    controller = {Contender.LAW: law, Contender.LAW_GIVEN_WAIT: law,
                   Contender.LAW_AT_MATCHED_C: lambda: echoing.EchoController(
                       max_factor=case.max_factor, elements_per_step=ELEMENTS_PER_STEP, copy_cost=copy_cost),
                   Contender.TOLD_R: lambda: ToldRatio(case),
                   Contender.TOLD_R_AFTER_OPENING: lambda: ToldRatio(case, OPENING_STEPS)}[contender]()
-    return simulate(case.scenario(max_steps(case, progress)), factor=1.0, controller=controller, progress=progress,
-                    slope=max(SLOPES))
+    return simulate_in_step([case.scenario(max_steps(case, progress))], controllers=[controller], progress=progress,
+                            slope=max(SLOPES), pass_wait=contender == Contender.LAW_GIVEN_WAIT)[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,7 +387,7 @@ def plot(results: list[Result], path: Path) -> Path:
 
     figure, axis = plt.subplots(figsize=(7, 3.6))
     styles = {Contender.LAW: "-", Contender.LAW_AT_MATCHED_C: (0, (5, 1, 1, 1)), Contender.TOLD_R: ":",
-              Contender.TOLD_R_AFTER_OPENING: "--", Contender.ONE_KNOWN_FACTOR: "-."}
+              Contender.LAW_GIVEN_WAIT: (0, (1, 1)), Contender.TOLD_R_AFTER_OPENING: "--", Contender.ONE_KNOWN_FACTOR: "-."}
     for contender in Contender:
         for slope in SLOPES:
             values = sorted(r.over_best for r in results if r.contender == contender and r.slope == slope)

@@ -16,13 +16,13 @@ from echoing.simulation import ELEMENTS_PER_STEP, Scenario, simulate
 
 # Windows: what is measured and what is left out.
 
-def steady_clock(clock, steps, seconds=0.01, fresh_per_step=64, factor=1.0, start=0, fresh=0):
-    """Feeds ``steps`` regular steps; returns (next step, time, fresh count)."""
+def steady_clock(clock, steps, seconds=0.01, fresh_per_step=64, factor=1.0, start=0, fresh=0, **wait):
+    """Feeds ``steps`` regular steps; returns (next step, time, fresh count). ``input_wait=...``: the same wait at every call."""
     now = start * seconds
     for step in range(start, start + steps):
         now += seconds
         fresh += fresh_per_step
-        clock.observe(step, now, fresh, factor)
+        clock.observe(step, now, fresh, factor, **wait)
     return start + steps, now, fresh
 
 
@@ -102,17 +102,19 @@ def test_long_steps_without_a_pull_that_recur_are_the_inputs_stalls_and_are_meas
     assert kinds[:3] == [LeftOut.PAUSE] * 3 and kinds[3:] == [None] * 3
 
 
-def test_steps_timed_at_dispatch_are_implausible_and_left_out():
+@pytest.mark.parametrize("wait", [{}, {"input_wait": 0.0}], ids=["count", "count_and_wait"])
+def test_steps_timed_at_dispatch_are_implausible_and_left_out(wait):
+    # Given the wait too, the queue's long waits are not the input's (next() returned at once).
     clock = StepClock(elements_per_step=64)
-    step, now, fresh = steady_clock(clock, 40, seconds=0.0001)
+    step, now, fresh = steady_clock(clock, 40, seconds=0.0001, **wait)
     kinds = []
     for _ in range(8):  # Calls return at once; every fourth waits for the queue of 10 ms steps.
         for _ in range(3):
             now, fresh = now + 0.0001, fresh + 64
-            clock.observe(step, now, fresh, 1.0)
+            clock.observe(step, now, fresh, 1.0, **wait)
             step += 1
         now, fresh = now + 0.04, fresh + 64
-        kinds.append(clock.observe(step, now, fresh, 1.0).left_out)
+        kinds.append(clock.observe(step, now, fresh, 1.0, **wait).left_out)
         step += 1
     assert kinds[-1] == LeftOut.IMPLAUSIBLE and clock.implausible
 
@@ -669,3 +671,49 @@ def test_fit_copy_cost_recovers_c_from_steps_that_follow_the_model():
 def test_fit_copy_cost_refuses_bad_input_by_name(steps, error, message):
     with pytest.raises(error, match=message):
         echoing.fit_copy_cost(steps)
+
+
+# A single loop that gives its wait for input (decision 0019). Each case failed before: the
+# count alone took the lumps' stalls for pauses (held 1.0-2.6) and the pauses for the input's
+# time (2.0-4.8); with the wait, the opening of an input behind at max_factor set the call's
+# own cost at its whole wait, and every reading after it was "held back" (8 drifted to 5.1).
+WAIT_CASES = {
+    # Lumps of 29 batches into a buffer of 2, R = 8 over max_factor 4 (reported sweep seed 173).
+    "stalls_into_small_buffers": (dict(ratio=8.0, steps=1500, step_seconds=0.04, step_jitter=0.1, upstream_jitter=0.15,
+                                       buffer_batches=2, upstream_batches=13, lump_batches=29), 4.0, (3.8, 4.0)),
+    # A pause of 4 s every 167 steps of 15 ms, with room for 29 batches (reported seed 17):
+    # the input keeps up with the pauses in, so echo buys next to nothing.
+    "pauses_with_room_in_large_buffers": (dict(ratio=1.8, steps=2500, step_seconds=0.015, upstream_jitter=0.2,
+                                               buffer_batches=27, upstream_batches=2, lump_batches=8, pause_seconds=4.0,
+                                               pause_every_steps=167), 8.0, (1.0, 1.4)),
+    # R = 15 over max_factor 8 from a cold start (design seed 1145).
+    "behind_at_max_factor_from_the_opening": (dict(ratio=15.0, steps=1500, step_seconds=0.1, step_jitter=0.07,
+                                                   buffer_batches=36, steps_per_execution=4, warm=False), 8.0,
+                                              (7.8, 8.0)),
+}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("case", sorted(WAIT_CASES))
+def test_a_single_loop_given_its_wait_places_its_long_intervals_and_its_opening_by_it(case, seed):
+    from echoing.simulation import simulate_in_step
+    settings, max_factor, (low, high) = WAIT_CASES[case]
+    controller = EchoController(max_factor=max_factor, elements_per_step=ELEMENTS_PER_STEP)
+    run = simulate_in_step([Scenario(seed=seed, **settings)], controllers=[controller], pass_wait=True)[0]
+    half = run.factors[len(run.factors) // 2:]
+    assert low <= sum(half) / len(half) <= high, [str(d) for d in controller.decisions]
+
+
+def test_the_clock_places_a_long_interval_by_the_wait_where_it_is_told():
+    def long_interval(waited, fresh):
+        clock = StepClock(elements_per_step=1)
+        for step in range(12):  # Typical steps of 0.1 s, one fresh batch each at e = 1.
+            clock.observe(step, step * 0.1, step, 1.0, input_wait=0.0)
+        clock.end_opening()
+        before = clock.pause_per_step
+        clock.observe(12, 1.1 + 1.0, 11 + fresh, 1.0, input_wait=waited)  # 1 s over a typical step.
+        return clock.pause_per_step > before
+    # The echo stage made more (10 batches) but the loop did not wait: its own pause.
+    assert long_interval(waited=0.0, fresh=10)
+    # It made no more than the step took but the loop waited for it: the input's stall.
+    assert not long_interval(waited=0.9, fresh=1)

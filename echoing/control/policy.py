@@ -15,7 +15,9 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   then the steps waited for input even at ``max_factor``, ``s`` is that faster rate, and
   the opening gives ``R = max_factor * s / made`` (``made``: the output batches the echo
   stage made per second). Where that R is at least ``max_factor`` the law holds
-  ``max_factor`` at once, without a search below it.
+  ``max_factor`` at once, without a search below it. Where the loop gives its wait for
+  input (``input_wait``) and waited :data:`WAIT_BEHIND` of the opening or more, ``s`` is
+  the opening's steps over the time it did not wait, in place of the steps between pulls.
 * ``SEARCH``: ``sqrt(max_factor)``, the middle of ``[1, max_factor]`` on a log scale,
   halved while the input keeps up (R is below it), until a reading says it cannot (then
   R is known) or the factor is 1 (training is not input-bound). A reading above R costs
@@ -130,6 +132,12 @@ PULL_FREE_MIN_STEPS = 64
 # The opening's steps between pulls read the step's own rate from at least this many.
 OPENING_PULL_FREE_MIN_STEPS = 8
 
+
+# An opening whose loop waited for its input this share of its time was behind at
+# max_factor; under it, the wait is taken for the call's own cost. 0.15 and 0.25 decide
+# alike on the sweep's design seeds 1000-1199 given the wait; 0.4 misses openings a little
+# behind (worst over max_factor 1.079 to 1.207 at c = 0.05: decision 0019).
+WAIT_BEHIND = 0.25
 
 class Phase(str, enum.Enum):
     """What the controller is doing (a ``str``, so ``phase == "hold"`` holds too)."""
@@ -265,7 +273,13 @@ class Policy:
         if reading.step_rate > self.own_rate * (1 + 2 * _tol(reading)) or not math.isfinite(self.own_rate):
             self.own_rate = reading.step_rate  # Steps this fast prove the step's own rate at least this.
         if self.phase == Phase.OPEN:
-            if math.isfinite(reading.wait_share):
+            if reading.wait_share >= WAIT_BEHIND and self.pull_cost is None:
+                # Told the loop's wait: its steps ran at their own rate whenever it was not
+                # waiting, and an opening that waited this much was behind at max_factor
+                # (decision 0019). Not where the echo stage pulls on the loop's thread:
+                # there the wait holds the pulls, which no factor takes off the loop.
+                pull_free_rate = reading.step_rate / (1.0 - reading.wait_share)
+            elif math.isfinite(reading.wait_share):
                 self.own_wait = reading.wait_share
             if pull_free_rate > reading.step_rate * (1 + self.tolerance) and reading.made_rate > 0:
                 # The steps between pulls ran faster than the opening's: they waited for input at max_factor.

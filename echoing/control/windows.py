@@ -22,7 +22,12 @@ measurements, with a :class:`LeftOut` cause, when:
   what the input reads meanwhile counts for the factor that banks it. Where the echo
   stage made more, the input was working: a lump's stall, or a pause with room in the
   buffers, whose time is the input's and counts.
-  Long intervals that recur (:data:`RECURRING_LONG` within :data:`RECURRING_STEPS` steps,
+  Where the loop gives its wait for input (``input_wait``), the wait places a long
+  interval instead: the input's if the loop waited over half the interval's excess,
+  else the loop's pause, whatever the echo stage made (the count alone cannot tell a
+  lump's stall into small buffers from a pause, nor a pause with room in large buffers
+  from a stall; decision 0019), and the recurrence below does not apply.
+  Without the wait, long intervals that recur (:data:`RECURRING_LONG` within :data:`RECURRING_STEPS` steps,
   whether or not the echo stage made more in them) are the input's own stalls (lumps, records read whole) and are measured (those of them
   taken for pauses before they recurred are taken off the pause count), unless
   the others are :data:`IMPLAUSIBLE_SPREAD` times shorter still: then the loop timestamps
@@ -315,9 +320,18 @@ class StepClock:
         # working all along, so its time counts (a lump's stall, or a pause with room in
         # the buffers, where the input's rate is what it was).
         worked = counted * factor > steps + factor
-        if long:
+        # Told the loop's wait, the clock need not guess: the interval was the input's if
+        # the loop waited for it over half the interval's excess, else the loop's own pause
+        # (decision 0019: without it, the stalls of lumps into small buffers were taken for
+        # pauses, and pauses with room in large buffers for the input's time). Not where
+        # the echo stage pulls on the loop's thread: there the wait holds the pulls too.
+        placed_by_wait = waited is not None and self._pulls is None
+        if long and placed_by_wait:
+            worked = waited > (seconds - steps * typical) / 2
+        if long and not (placed_by_wait and worked):
             # Every long interval counts toward a recurrence, the input's own stalls and the
-            # waits of a full dispatch queue alike (the echo stage may work through either).
+            # waits of a full dispatch queue alike (the echo stage may work through either);
+            # told the wait, only those the loop did not wait through (a dispatch queue's are).
             self._long.append([step, duration / typical, 0.0])
         # Steps on batches already made, that did not wait: the step's own rate (see the module docstring).
         pull_free = not long and counted == 0
@@ -325,18 +339,20 @@ class StepClock:
             self._add_pull(factor, steps, seconds, counted)
         long = long and not worked
         if len(self._long) >= RECURRING_LONG:
-            for entry in self._long:  # Taken for pauses before they recurred: the input's stalls after all.
-                self._pause_seconds -= entry[2]
-                entry[2] = 0.0
+            if not placed_by_wait:
+                for entry in self._long:  # Taken for pauses before they recurred: the input's stalls after all.
+                    self._pause_seconds -= entry[2]
+                    entry[2] = 0.0
             if min(spread for _, spread, _ in self._long) > IMPLAUSIBLE_SPREAD:
                 # Between the long waits of a full dispatch queue the steps look far too fast.
                 self.implausible = True
                 self._pull_free.clear()  # Calls that returned at once: no step's own rate.
                 self._pull_free_sums = [0, 0.0]
                 return dataclasses.replace(interval, left_out=LeftOut.IMPLAUSIBLE)
-            if pull_free:
-                self._add_pull_free(steps, seconds)
-            return interval  # The input's own stalls: measured.
+            if not placed_by_wait:
+                if pull_free:
+                    self._add_pull_free(steps, seconds)
+                return interval  # The input's own stalls: measured.
         if long:
             self._long[-1][2] = seconds - steps * typical
             self._pause_seconds += self._long[-1][2]
