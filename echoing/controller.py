@@ -324,8 +324,10 @@ class EchoController:
         input (the seconds spent in ``next(iterator)``), at every call or at none: a
         trainer of several in step (``MultiWorkerMirroredStrategy``) must give it, since
         its steps run at the slowest trainer's rate and only its own wait says whether its
-        own input is behind (``examples/two_trainers.py``). On one host leave it out:
-        the law is judged there on the fresh count alone (``docs/results/controller.md``).
+        own input is behind (``examples/two_trainers.py``). On one host it helps too: it
+        tells the input's stalls from the loop's own pauses, which the count alone cannot
+        always (``docs/decisions/0019-the-wait-places-long-intervals.md``); the sweep
+        judges the law both ways (``docs/results/controller.md``).
         """
         interval = self._clock.observe(step, timestamp, fresh, self.factor, input_wait)
         if not self.decisions:
