@@ -139,9 +139,11 @@ OPENING_PULL_FREE_MIN_STEPS = 8
 # An opening without steps between pulls whose loop waited for its input this share of its
 # time was behind at max_factor or met a slow start; under it, the wait is taken for the
 # call's own cost. Two trainers reading through a tf.data service (tests/test_two_trainers.py)
-# spent 0.23-0.24 of their openings in next() with the input outrun; 0.25 and 0.5 give the
-# same figures on the sweep's design seeds 1000-1199 given the wait (decision 0019).
+# spent 0.23-0.24 of their openings in next() with the input outrun. 0.25 and 0.5 give the
+# same figures on the sweep's design and held-out seeds given the wait; without the rule
+# the worst loop of each set is one it fixes (1.638 and 1.932: decision 0019).
 WAIT_BEHIND = 0.5
+
 
 class Phase(str, enum.Enum):
     """What the controller is doing (a ``str``, so ``phase == "hold"`` holds too)."""
