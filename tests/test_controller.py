@@ -11,7 +11,7 @@ from echoing.control.estimate import (CHECK_MAX_STEPS, MAX_STEPS, MIN_KEEPS_UP_S
                                       Reading)
 from echoing.control.policy import Policy
 from echoing.control.windows import LeftOut, StepClock
-from echoing.simulation import ELEMENTS_PER_STEP, Scenario, simulate
+from echoing.simulation import ELEMENTS_PER_STEP, Scenario, simulate, simulate_in_step
 
 
 # Windows: what is measured and what is left out.
@@ -595,7 +595,6 @@ def test_a_held_back_reading_keeps_the_factor_and_holds():
 
 
 def two_trainers(seed, pass_wait):
-    from echoing.simulation import simulate_in_step
     scenarios = [Scenario(ratio=ratio, steps=2000, step_seconds=0.02, step_jitter=0.1, upstream_jitter=0.2,
                           buffer_batches=8, upstream_batches=4, seed=seed) for ratio in (2.0, 4.0)]
     controllers = [EchoController(max_factor=8.0, elements_per_step=ELEMENTS_PER_STEP) for _ in scenarios]
@@ -640,7 +639,6 @@ def test_common_random_numbers_give_every_factor_the_same_steps():
 
 
 def test_one_simulated_trainer_runs_as_simulate_runs_it():
-    from echoing.simulation import simulate_in_step
     scenario = Scenario(ratio=3.0, steps=300, step_jitter=0.2, lump_batches=4, lump_sigma=0.5, seed=7)
     alone = simulate(scenario, controller=EchoController(max_factor=8.0, elements_per_step=ELEMENTS_PER_STEP))
     (in_step,) = simulate_in_step([scenario], controllers=[EchoController(max_factor=8.0,
@@ -696,7 +694,6 @@ WAIT_CASES = {
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("case", sorted(WAIT_CASES))
 def test_a_single_loop_given_its_wait_places_its_long_intervals_and_its_opening_by_it(case, seed):
-    from echoing.simulation import simulate_in_step
     settings, max_factor, (low, high) = WAIT_CASES[case]
     controller = EchoController(max_factor=max_factor, elements_per_step=ELEMENTS_PER_STEP)
     run = simulate_in_step([Scenario(seed=seed, **settings)], controllers=[controller], pass_wait=True)[0]
