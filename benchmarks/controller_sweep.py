@@ -4,9 +4,12 @@ The loops are :mod:`benchmarks.lib.loops`'s. Every case runs the controller as s
 (:data:`Contender.LAW`: the law, given the echo stage's fresh count, at its default
 ``copy_cost``), the same law told the c it is judged at, the law given the loop's wait
 for input too (as a loop that times ``next(iterator)`` can), a reference told the true R at
-every step (:class:`ToldRatio`: no law can know it sooner), the same reference told R
-only after an opening of :data:`OPENING_STEPS` steps at ``max_factor`` (what the law's
-opening alone costs, however well it measured after), and "one known factor"
+every step (:class:`~benchmarks.lib.references.ToldRatio`: no law can know it sooner), the
+same reference told R only after an opening of ``OPENING_STEPS`` steps at ``max_factor``
+(what an opening alone costs, however well a law measured after), the law's own opening,
+and its opening and search, each followed by the loop's best fixed factor at the slope
+judged (:class:`~benchmarks.lib.references.LawThenFixed`: what the law's measuring costs,
+whatever it did after), and "one known factor"
 (:func:`benchmarks.lib.frontier.known_factor`), each until the same training progress,
 against every fixed factor of the grid. Figures, per case and slope: the controller's
 time over the best fixed factor's (``over_best``), over no echo's (``over_none``), over
@@ -42,6 +45,7 @@ from benchmarks.lib import results_io
 from benchmarks.lib.frontier import (CHOSEN_AT, FrontierSummary, KnownFactor, frontier_table, known_factor,
                                      summarize_frontier)
 from benchmarks.lib.in_step import Pair, PairResult, PairSummary, Signals, pair_table, summarize_pairs, sweep_pairs
+from benchmarks.lib.references import OPENING, OPENING_STEPS, SEARCH, LawThenFixed, ToldRatio
 from benchmarks.lib.loops import (FIRST_REPORTED_SEED, FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SETTLE_AFTER_CHANGE,
                                   SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, course_of_ratio, distribution,
                                   draw_case, grid, how_it_reads, max_steps, run_fixed, split_rows)
@@ -56,48 +60,17 @@ class Contender(str, enum.Enum):
     LAW_GIVEN_WAIT = "law, given the wait"  # the shipped law given the loop's wait for input too (input_wait)
     TOLD_R = "told R"  # a reference: the factor set to HEADROOM x the true R at every step
     TOLD_R_AFTER_OPENING = "told R after an opening"  # the same after OPENING_STEPS steps at max_factor
+    OPENING_THEN_BEST = "law's opening, then the best factor"  # the law until its opening ends, then the best fixed factor
+    SEARCH_THEN_BEST = "law's search, then the best factor"  # the law until its search ends, then the best fixed factor
     ONE_KNOWN_FACTOR = "one known factor"  # a reference: see known_factor()
 
 
-# The told-R reference holds the shipped law's headroom over R.
-HEADROOM = echoing.ControllerSettings().headroom
-
-
-# The law's opening reads the step's own rate at max_factor over at least 3 windows of 8
-# steps (echoing.control.estimate) after a settle of 4: the told-R-after-an-opening
-# reference spends this many steps there before it is told R.
-OPENING_STEPS = 28
-
-
-class ToldRatio:
-    """The reference a law is held against besides the best fixed factor: told the true R at every step, it sets ``HEADROOM x R``.
-
-    No law can know R sooner; on lumpy input the best factor lies well above R, which this
-    shows. With ``opening_steps``, it first runs that many steps at ``max_factor``, as the
-    law's opening does, and is told R only then.
-    """
-
-    def __init__(self, case: "Case", opening_steps: int = 0):
-        self.case = case
-        self.opening_steps = opening_steps
-        self.factor = 1.0  # The variable's first value; the first call sets R's factor.
-
-    def _at(self, step: int) -> float:
-        if step < self.opening_steps:
-            return self.case.max_factor
-        return min(self.case.max_factor, max(1.0, HEADROOM * self.case.ratio_at(step)))
-
-    def observe(self, step: int, timestamp: float, fresh=None):
-        factor = self._at(step)
-        changed, self.factor = factor != self.factor, factor
-        return True if changed else None
-
-
 def run_case(case: Case, contender: Optional[Contender] = None, factor: Optional[float] = None,
-             progress: float = PROGRESS, copy_cost: Optional[float] = None) -> Run:
-    """The case at a fixed ``factor``, or run by ``contender`` (the law or a told-R reference), until ``progress``.
+             progress: float = PROGRESS, copy_cost: Optional[float] = None, then_factor: float = 1.0) -> Run:
+    """The case at a fixed ``factor``, or run by ``contender`` (the law or a reference), until ``progress``.
 
-    ``copy_cost``: the law's setting, for ``Contender.LAW_AT_MATCHED_C``.
+    ``copy_cost``: the law's setting, for ``Contender.LAW_AT_MATCHED_C``. ``then_factor``: the
+    factor the law's opening or search is followed by (``Contender.OPENING_THEN_BEST``, ``SEARCH_THEN_BEST``).
     """
     if factor is not None:
         return run_fixed(case, factor, progress)
@@ -106,7 +79,9 @@ def run_case(case: Case, contender: Optional[Contender] = None, factor: Optional
                   Contender.LAW_AT_MATCHED_C: lambda: echoing.EchoController(
                       max_factor=case.max_factor, elements_per_step=ELEMENTS_PER_STEP, copy_cost=copy_cost),
                   Contender.TOLD_R: lambda: ToldRatio(case),
-                  Contender.TOLD_R_AFTER_OPENING: lambda: ToldRatio(case, OPENING_STEPS)}[contender]()
+                  Contender.TOLD_R_AFTER_OPENING: lambda: ToldRatio(case, OPENING_STEPS),
+                  Contender.OPENING_THEN_BEST: lambda: LawThenFixed(law(), then_factor, OPENING),
+                  Contender.SEARCH_THEN_BEST: lambda: LawThenFixed(law(), then_factor, SEARCH)}[contender]()
     return simulate_in_step([case.scenario(max_steps(case, progress))], controllers=[controller], progress=progress,
                             slope=max(SLOPES), pass_wait=contender == Contender.LAW_GIVEN_WAIT)[0]
 
@@ -189,6 +164,10 @@ def judge(case: Case, progress: float = PROGRESS) -> tuple[list[Result], list[Kn
             runs.update({(contender, slope): fixed[known_factor(times_at)] for slope in SLOPES})
         elif contender == Contender.LAW_AT_MATCHED_C:
             runs.update({(contender, slope): run_case(case, contender, progress=progress, copy_cost=slope)
+                         for slope in SLOPES})
+        elif contender in (Contender.OPENING_THEN_BEST, Contender.SEARCH_THEN_BEST):
+            runs.update({(contender, slope): run_case(case, contender, progress=progress,
+                                                      then_factor=min(times_at[slope], key=times_at[slope].get))
                          for slope in SLOPES})
         else:
             run = run_case(case, contender, progress=progress)
@@ -313,9 +292,10 @@ TARGETS = tuple(
 
 
 def target_table(summaries: list[Summary]) -> str:
-    """Each target, the law's figure and whether it is met, beside the told-R references' figures."""
+    """Each target, the law's figure and whether it is met, beside the told-R and measuring references' figures."""
     at = {(s.contender, s.slope): s for s in summaries}
-    shown = [c for c in (Contender.TOLD_R, Contender.TOLD_R_AFTER_OPENING) if (c, SLOPES[0]) in at]
+    shown = [c for c in (Contender.TOLD_R, Contender.TOLD_R_AFTER_OPENING, Contender.OPENING_THEN_BEST,
+                         Contender.SEARCH_THEN_BEST) if (c, SLOPES[0]) in at]
     rows = []
     for t in TARGETS:
         if (t.contender, t.slope) not in at:
@@ -379,7 +359,11 @@ def document_changes_table(document: dict) -> str:
 
 
 def plot(results: list[Result], path: Path) -> Path:
-    """The distribution of ``over_best`` per contender and slope (sorted, one line each), with the targets."""
+    """The distribution of ``over_best`` per contender and slope (sorted, one line each), with the targets.
+
+    The two references that follow the law's opening or search by the best factor are
+    tabled, not drawn, so that the plot stays readable.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -388,7 +372,7 @@ def plot(results: list[Result], path: Path) -> Path:
     figure, axis = plt.subplots(figsize=(7, 3.6))
     styles = {Contender.LAW: "-", Contender.LAW_AT_MATCHED_C: (0, (5, 1, 1, 1)), Contender.TOLD_R: ":",
               Contender.LAW_GIVEN_WAIT: (0, (1, 1)), Contender.TOLD_R_AFTER_OPENING: "--", Contender.ONE_KNOWN_FACTOR: "-."}
-    for contender in Contender:
+    for contender in styles:
         for slope in SLOPES:
             values = sorted(r.over_best for r in results if r.contender == contender and r.slope == slope)
             shares = [(i + 0.5) / len(values) for i in range(len(values))]

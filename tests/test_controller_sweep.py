@@ -9,7 +9,7 @@ tighten them as the law improves.
 import pytest
 
 from benchmarks import controller_sweep as sweep
-from benchmarks.lib import progress, reporting, results_io
+from benchmarks.lib import progress, references, reporting, results_io
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +40,27 @@ def test_the_told_r_references_bracket_what_the_opening_costs(sliced):
                                                                    sweep.Contender.TOLD_R_AFTER_OPENING))
         # An opening at max_factor can only cost progress, and costs most where no echo is best.
         assert after.p50 >= told.p50 - 0.005 and after.slower_than_none >= told.slower_than_none
+
+
+def test_the_measuring_references_follow_the_law_until_its_phase_ends_then_run_the_best_factor():
+    case = sweep.draw_case(5)
+    law = sweep.run_case(case, sweep.Contender.LAW)
+    for contender, phases in ((sweep.Contender.OPENING_THEN_BEST, references.OPENING),
+                              (sweep.Contender.SEARCH_THEN_BEST, references.SEARCH)):
+        run = sweep.run_case(case, contender, then_factor=3.5)
+        left = next(d for d in run.decisions if d.phase not in phases)
+        # Until the law's first decision past its phases the runs are the same step for step.
+        assert run.factors[:left.step] == law.factors[:left.step]
+        assert law.factors[left.step + 1] == left.factor != 3.5
+        assert set(run.factors[left.step + 1:]) == {3.5}
+
+
+def test_the_search_costs_at_least_what_the_opening_does_on_the_slice(sliced):
+    _, results, _ = sliced
+    for slope in sweep.SLOPES:
+        opening, search = (sweep.summarize(results, c, slope) for c in (sweep.Contender.OPENING_THEN_BEST,
+                                                                       sweep.Contender.SEARCH_THEN_BEST))
+        assert 1.0 <= opening.p50 <= search.p50 + 0.005 and opening.slower_than_none <= search.slower_than_none
 
 
 def test_the_targets_table_names_every_target_and_says_whether_it_is_met(sliced):
