@@ -150,12 +150,12 @@ def judge(case: Case, progress: float = PROGRESS) -> tuple[list[Result], list[Kn
     fixed = {factor: run_case(case, factor=factor, progress=progress) for factor in grid(case.max_factor)}
     times_at = {slope: {f: r.time_to_progress(progress, slope) for f, r in fixed.items()}
                 for slope in sorted({*SLOPES, *CHOSEN_AT})}
-    best_at = {slope: min(times_at[slope].values()) for slope in SLOPES}
+    best_factor = {slope: min(times_at[slope], key=times_at[slope].get) for slope in SLOPES}
     frontier = []
     for chosen_at in CHOSEN_AT:
         chosen = min(fixed, key=times_at[chosen_at].get)
         frontier += [KnownFactor(seed=case.seed, chosen_at=chosen_at, slope=slope, factor=chosen,
-                                 over_best=times_at[slope][chosen] / best_at[slope],
+                                 over_best=times_at[slope][chosen] / times_at[slope][best_factor[slope]],
                                  over_none=times_at[slope][chosen] / times_at[slope][1.0]) for slope in SLOPES]
     results = []
     runs = {}  # (contender, slope) -> the run judged at that slope
@@ -166,8 +166,7 @@ def judge(case: Case, progress: float = PROGRESS) -> tuple[list[Result], list[Kn
             runs.update({(contender, slope): run_case(case, contender, progress=progress, copy_cost=slope)
                          for slope in SLOPES})
         elif contender in (Contender.OPENING_THEN_BEST, Contender.SEARCH_THEN_BEST):
-            runs.update({(contender, slope): run_case(case, contender, progress=progress,
-                                                      then_factor=min(times_at[slope], key=times_at[slope].get))
+            runs.update({(contender, slope): run_case(case, contender, progress=progress, then_factor=best_factor[slope])
                          for slope in SLOPES})
         else:
             run = run_case(case, contender, progress=progress)
@@ -175,8 +174,7 @@ def judge(case: Case, progress: float = PROGRESS) -> tuple[list[Result], list[Kn
     for contender in Contender:
         for slope in SLOPES:
             run = runs[contender, slope]
-            times = times_at[slope]
-            best = min(times, key=times.get)
+            times, best = times_at[slope], best_factor[slope]
             results.append(Result(
                 seed=case.seed, contender=contender, slope=slope, seconds=run.time_to_progress(progress, slope),
                 best_seconds=times[best], best_factor=best, none_seconds=times[1.0],
