@@ -47,8 +47,9 @@ from benchmarks.lib.frontier import (CHOSEN_AT, FrontierSummary, KnownFactor, fr
 from benchmarks.lib.in_step import Pair, PairResult, PairSummary, Signals, pair_table, summarize_pairs, sweep_pairs
 from benchmarks.lib.references import OPENING, OPENING_STEPS, SEARCH, LawThenFixed, ToldRatio
 from benchmarks.lib.loops import (FIRST_REPORTED_SEED, FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SETTLE_AFTER_CHANGE,
-                                  SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, course_of_ratio, distribution,
-                                  draw_case, grid, how_it_reads, max_steps, run_fixed, split_rows)
+                                  SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, bootstrap_interval, course_of_ratio,
+                                  distribution, draw_case, grid, how_it_reads, max_steps, quantile, run_fixed,
+                                  split_rows)
 from benchmarks.lib.tables import markdown_table
 
 
@@ -289,8 +290,16 @@ TARGETS = tuple(
     for slope in SLOPES)
 
 
-def target_table(summaries: list[Summary]) -> str:
-    """Each target, the law's figure and whether it is met, beside the told-R and measuring references' figures."""
+# The figures a target table gives an interval for (bootstrap_interval over the cases).
+INTERVAL_FIGURES = {"p50": statistics.median, "p95": lambda values: quantile(values, 0.95)}
+
+
+def target_table(summaries: list[Summary], results: Optional[list[Result]] = None) -> str:
+    """Each target, the law's figure and whether it is met, beside the told-R and measuring references' figures.
+
+    Given the ``results`` the summaries came from, the law's p50 and p95 carry their 95%
+    bootstrap interval over the cases: how far they could move on another draw of loops.
+    """
     at = {(s.contender, s.slope): s for s in summaries}
     shown = [c for c in (Contender.TOLD_R, Contender.TOLD_R_AFTER_OPENING, Contender.OPENING_THEN_BEST,
                          Contender.SEARCH_THEN_BEST) if (c, SLOPES[0]) in at]
@@ -302,13 +311,19 @@ def target_table(summaries: list[Summary]) -> str:
         figures = [t.value(law)] + [t.value(at[c, t.slope]) for c in shown]
         text = [f"{v:.0f}" if t.figure == "slower_beyond_tolerance" else f"{v:.3f}" for v in figures]
         bound = f"{t.bound:.0f}" if t.figure == "slower_beyond_tolerance" else f"{t.bound:.2f}"
-        rows.append([t.what, f"{t.slope:g}", f"<= {bound}", text[0], "yes" if t.met(law) else "no", *text[1:]])
-    return markdown_table(["figure", "c", "target", "law", "met", *(c.value for c in shown)], rows)
+        interval = ""
+        if results is not None and t.figure in INTERVAL_FIGURES:
+            mine = [r.over_best for r in results if r.contender == t.contender and r.slope == t.slope]
+            interval = "%.3f-%.3f" % bootstrap_interval(mine, INTERVAL_FIGURES[t.figure])
+        rows.append([t.what, f"{t.slope:g}", f"<= {bound}", text[0], "yes" if t.met(law) else "no",
+                     *([interval] if results is not None else []), *text[1:]])
+    intervals = ["law: 95% interval over the loops drawn"] if results is not None else []
+    return markdown_table(["figure", "c", "target", "law", "met", *intervals, *(c.value for c in shown)], rows)
 
 
 def document_target_table(document: dict) -> str:
     """The targets' table from a results document (``python -m benchmarks.readme_tables``)."""
-    return _with_seeds(document, lambda results: target_table(list(results.summaries)))
+    return _with_seeds(document, lambda results: target_table(list(results.summaries), list(results.results)))
 
 
 def document_frontier_table(document: dict) -> str:

@@ -73,6 +73,21 @@ def test_the_targets_table_names_every_target_and_says_whether_it_is_met(sliced)
         assert line.split(" | ")[4] == ("yes" if target.met(law[target.slope]) else "no")
 
 
+def test_the_targets_table_gives_the_laws_p50_and_p95_an_interval_that_holds_them(sliced):
+    _, results, _ = sliced
+    summaries = [sweep.summarize(results, c, slope) for c in sweep.Contender for slope in sweep.SLOPES]
+    lines = sweep.target_table(summaries, results).splitlines()
+    assert "95% interval" in lines[0].split("|")[6]
+    for line, target in zip(lines[2:], sweep.TARGETS):
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        if target.figure not in sweep.INTERVAL_FIGURES:
+            assert cells[5] == ""
+            continue
+        low, high = (float(x) for x in cells[5].split("-"))
+        assert low <= float(cells[3]) <= high
+    assert sweep.target_table(summaries, results) == "\n".join(lines)  # the same draws every time
+
+
 def test_the_progress_slopes_the_sweep_cites_are_the_fits_to_the_committed_sample_runs():
     runs = reporting.results_of(results_io.read_results(results_io.RESULTS_DIR / "time_to_target.json")).runs
     assert progress.progress_slope(runs, "resnet", "before_augment", 1024) == pytest.approx(0.080, abs=0.0005)
