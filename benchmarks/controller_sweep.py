@@ -47,8 +47,8 @@ from benchmarks.lib.frontier import (CHOSEN_AT, FrontierSummary, KnownFactor, fr
 from benchmarks.lib.in_step import Pair, PairResult, PairSummary, Signals, pair_table, summarize_pairs, sweep_pairs
 from benchmarks.lib.references import OPENING, OPENING_STEPS, SEARCH, LawThenFixed, ToldRatio
 from benchmarks.lib.loops import (FIRST_REPORTED_SEED, FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SETTLE_AFTER_CHANGE,
-                                  SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, bootstrap_interval, course_of_ratio,
-                                  distribution, draw_case, grid, how_it_reads, max_steps, quantile, run_fixed,
+                                  FIGURES, SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, bootstrap_interval,
+                                  course_of_ratio, distribution, draw_case, grid, how_it_reads, max_steps, run_fixed,
                                   split_rows)
 from benchmarks.lib.tables import markdown_table
 
@@ -290,10 +290,6 @@ TARGETS = tuple(
     for slope in SLOPES)
 
 
-# The figures a target table gives an interval for (bootstrap_interval over the cases).
-INTERVAL_FIGURES = {"p50": statistics.median, "p95": lambda values: quantile(values, 0.95)}
-
-
 def target_table(summaries: list[Summary], results: Optional[list[Result]] = None) -> str:
     """Each target, the law's figure and whether it is met, beside the told-R and measuring references' figures.
 
@@ -312,9 +308,9 @@ def target_table(summaries: list[Summary], results: Optional[list[Result]] = Non
         text = [f"{v:.0f}" if t.figure == "slower_beyond_tolerance" else f"{v:.3f}" for v in figures]
         bound = f"{t.bound:.0f}" if t.figure == "slower_beyond_tolerance" else f"{t.bound:.2f}"
         interval = ""
-        if results is not None and t.figure in INTERVAL_FIGURES:
+        if results is not None and t.figure in FIGURES:
             mine = [r.over_best for r in results if r.contender == t.contender and r.slope == t.slope]
-            interval = "%.3f-%.3f" % bootstrap_interval(mine, INTERVAL_FIGURES[t.figure])
+            interval = "%.3f-%.3f" % bootstrap_interval(mine, FIGURES[t.figure])
         rows.append([t.what, f"{t.slope:g}", f"<= {bound}", text[0], "yes" if t.met(law) else "no",
                      *([interval] if results is not None else []), *text[1:]])
     intervals = ["law: 95% interval over the loops drawn"] if results is not None else []

@@ -80,7 +80,7 @@ def test_the_targets_table_gives_the_laws_p50_and_p95_an_interval_that_holds_the
     assert "95% interval" in lines[0].split("|")[6]
     for line, target in zip(lines[2:], sweep.TARGETS):
         cells = [cell.strip() for cell in line.split("|")[1:-1]]
-        if target.figure not in sweep.INTERVAL_FIGURES:
+        if target.figure not in sweep.FIGURES:
             assert cells[5] == ""
             continue
         low, high = (float(x) for x in cells[5].split("-"))

@@ -147,6 +147,10 @@ def quantile(values: list, q: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
 
 
+# How a Distribution reads its p50 and p95 from the cases' ratios (bootstrap_interval reads them alike).
+FIGURES = {"p50": statistics.median, "p95": lambda values: quantile(values, 0.95)}
+
+
 # Resamples of the cases an interval is read from, and the RNG seed that draws them (fixed,
 # so that a table regenerated from the same results is the same table).
 BOOTSTRAP_DRAWS = 2000
@@ -204,7 +208,7 @@ def distribution(slope: float, over_best: list[float], over_none: list[float]) -
     >>> Distribution(**distribution(0.05, [1.0, 1.1, 1.3], [0.5, 1.01, 1.2]))
     Distribution(slope=0.05, cases=3, p50=1.1, p95=1.3, worst=1.3, slower_than_none=2, slower_beyond_tolerance=1)
     """
-    return {"slope": slope, "cases": len(over_best), "p50": statistics.median(over_best), "p95": quantile(over_best, 0.95),
+    return {"slope": slope, "cases": len(over_best), **{name: figure(over_best) for name, figure in FIGURES.items()},
             "worst": max(over_best), **slower_counts(over_none)}
 
 
