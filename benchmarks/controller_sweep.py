@@ -17,8 +17,8 @@ time over the best fixed factor's (``over_best``), over no echo's (``over_none``
 steps from 150 steps after it whose factor is within [0.85, 1.5] of the new R (clipped
 to ``[1, max_factor]``). The targets are named values (:data:`TARGETS`), tabled with a
 "met" column and plotted from the same values. The same command runs the frontier of one
-factor chosen without c (:mod:`benchmarks.lib.frontier`) and two trainers in step
-(:mod:`benchmarks.lib.in_step`) into the same file.
+factor chosen without c (:mod:`benchmarks.lib.frontier`), from the first step and after the
+law's search, and two trainers in step (:mod:`benchmarks.lib.in_step`) into the same file.
 
 The law was designed on cases drawn from seeds 1000 and up; the committed results and
 the CI slice (``tests/test_controller_sweep.py``) use seeds 0-199, which it was never
@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import functools
 import math
 import multiprocessing
 import statistics
@@ -43,7 +44,7 @@ import echoing
 from echoing.simulation import ELEMENTS_PER_STEP, Run, simulate_in_step
 from benchmarks.lib import results_io
 from benchmarks.lib.frontier import (CHOSEN_AT, FrontierSummary, KnownFactor, frontier_table, known_factor,
-                                     summarize_frontier)
+                                     law_over_frontier, summarize_frontier)
 from benchmarks.lib.in_step import Pair, PairResult, PairSummary, Signals, pair_table, summarize_pairs, sweep_pairs
 from benchmarks.lib.references import OPENING, OPENING_STEPS, SEARCH, LawThenFixed, ToldRatio
 from benchmarks.lib.loops import (FIRST_REPORTED_SEED, FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SETTLE_AFTER_CHANGE,
@@ -152,12 +153,17 @@ def judge(case: Case, progress: float = PROGRESS) -> tuple[list[Result], list[Kn
     times_at = {slope: {f: r.time_to_progress(progress, slope) for f, r in fixed.items()}
                 for slope in sorted({*SLOPES, *CHOSEN_AT})}
     best_factor = {slope: min(times_at[slope], key=times_at[slope].get) for slope in SLOPES}
+    # The law's opening or search, then one factor: run once, for the frontier and the references alike.
+    then = functools.cache(lambda contender, factor: run_case(case, contender, progress=progress, then_factor=factor))
     frontier = []
     for chosen_at in CHOSEN_AT:
         chosen = min(fixed, key=times_at[chosen_at].get)
-        frontier += [KnownFactor(seed=case.seed, chosen_at=chosen_at, slope=slope, factor=chosen,
-                                 over_best=times_at[slope][chosen] / times_at[slope][best_factor[slope]],
-                                 over_none=times_at[slope][chosen] / times_at[slope][1.0]) for slope in SLOPES]
+        for searched_first, time_at in ((False, lambda s: times_at[s][chosen]), (True, lambda s: then(
+                Contender.SEARCH_THEN_BEST, chosen).time_to_progress(progress, s))):
+            frontier += [KnownFactor(seed=case.seed, chosen_at=chosen_at, slope=slope, factor=chosen,
+                                     over_best=time_at(slope) / times_at[slope][best_factor[slope]],
+                                     over_none=time_at(slope) / times_at[slope][1.0], after_search=searched_first)
+                         for slope in SLOPES]
     results = []
     runs = {}  # (contender, slope) -> the run judged at that slope
     for contender in Contender:
@@ -167,8 +173,7 @@ def judge(case: Case, progress: float = PROGRESS) -> tuple[list[Result], list[Kn
             runs.update({(contender, slope): run_case(case, contender, progress=progress, copy_cost=slope)
                          for slope in SLOPES})
         elif contender in (Contender.OPENING_THEN_BEST, Contender.SEARCH_THEN_BEST):
-            runs.update({(contender, slope): run_case(case, contender, progress=progress, then_factor=best_factor[slope])
-                         for slope in SLOPES})
+            runs.update({(contender, slope): then(contender, best_factor[slope]) for slope in SLOPES})
         else:
             run = run_case(case, contender, progress=progress)
             runs.update({(contender, slope): run for slope in SLOPES})
@@ -322,9 +327,11 @@ def document_target_table(document: dict) -> str:
     return _with_seeds(document, lambda results: target_table(list(results.summaries), list(results.results)))
 
 
-def document_frontier_table(document: dict) -> str:
-    """The frontier's table from a results document (``python -m benchmarks.readme_tables``)."""
-    return _with_seeds(document, lambda results: frontier_table(list(results.frontier_summaries)))
+def document_frontier_table(document: dict, after_search: bool = False) -> str:
+    """The frontier's table (from the first step, or after the law's search, with the law held to it) from a document."""
+    return _with_seeds(document, lambda results: frontier_table(list(results.frontier_summaries), after_search) + (
+        "\n\n" + law_over_frontier({(r.seed, r.slope): r.over_best for r in results.results if r.contender ==
+                                     Contender.LAW}, list(results.frontier)) if after_search else ""))
 
 
 def _with_seeds(document: dict, table_of: Callable[["SweepResults"], str]) -> str:
@@ -422,7 +429,7 @@ def main(argv=None) -> None:
     summaries = [summarize(results, contender, slope) for contender in Contender for slope in SLOPES]
     print(table(summaries), target_table(summaries), sep="\n")
     frontier_summaries = summarize_frontier(frontier, cases)
-    print(frontier_table(frontier_summaries))
+    print(frontier_table(frontier_summaries), frontier_table(frontier_summaries, after_search=True), sep="\n")
     pairs, pair_results, pair_summaries = [], [], []
     if args.pairs:  # --pairs 0 runs the single-host family alone
         pairs, pair_results = sweep_pairs(range(args.first_seed, args.first_seed + args.pairs), args.processes)

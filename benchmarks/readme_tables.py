@@ -50,6 +50,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "controller_reads": controller_sweep.document_reads_table,
     "controller_changes": controller_sweep.document_changes_table,
     "controller_frontier": controller_sweep.document_frontier_table,
+    "controller_frontier_after_search": lambda document: controller_sweep.document_frontier_table(document, True),
     "grain_echo": grain_echo.document_table,
     "xla_check": xla_check.document_table,
     "backends": backends.document_table,
@@ -92,6 +93,7 @@ SOURCES = {
     "controller_reads": "controller_sweep",
     "controller_changes": "controller_sweep",
     "controller_frontier": "controller_sweep",
+    "controller_frontier_after_search": "controller_sweep",
     "torch_stage_cost": "torch_time_to_target",
 }
 

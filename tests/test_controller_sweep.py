@@ -110,17 +110,27 @@ def test_the_one_known_factor_reference_runs_the_grid_factor_whose_worse_slope_i
 
 def test_the_frontier_chooses_at_each_slope_and_is_exact_at_its_own(sliced):
     cases, results, frontier = sliced
-    assert len(frontier) == len(cases) * len(sweep.CHOSEN_AT) * len(sweep.SLOPES)
+    assert len(frontier) == 2 * len(cases) * len(sweep.CHOSEN_AT) * len(sweep.SLOPES)
+    searched = {(r.seed, r.slope): r.over_best for r in results if r.contender == sweep.Contender.SEARCH_THEN_BEST}
     for k in frontier:
-        assert k.over_best >= 1.0 - 1e-12
-        if k.chosen_at == k.slope:
-            assert k.over_best == pytest.approx(1.0)  # the factor best at c, judged at c
+        if k.after_search and k.chosen_at == k.slope:
+            # The law's search, then the factor best at c: the reference of that name, judged at c.
+            assert k.over_best == pytest.approx(searched[k.seed, k.slope])
+        elif not k.after_search:
+            assert k.over_best >= 1.0 - 1e-12
+            if k.chosen_at == k.slope:
+                assert k.over_best == pytest.approx(1.0)  # the factor best at c, judged at c
     summaries = sweep.summarize_frontier(frontier, cases)
-    at = {(s.cases_of, s.chosen_at, s.slope): s for s in summaries}
+    at = {(s.cases_of, s.chosen_at, s.slope, s.after_search): s for s in summaries}
     # The factor best at a slope is never slower than no echo (1 is in the grid) at that slope.
-    assert at["all", 0.05, 0.05].slower_than_none == 0 and at["all", 0.19, 0.19].slower_than_none == 0
+    assert at["all", 0.05, 0.05, False].slower_than_none == 0 and at["all", 0.19, 0.19, False].slower_than_none == 0
     constant = sum(case.change == sweep.Change.NONE for case in cases)
-    assert at["R constant", 0.1, 0.05].cases == constant
+    assert at["R constant", 0.1, 0.05, True].cases == constant
+    # The search costs every factor chosen after it: its median is above the same factor's from the first step.
+    for chosen_at in sweep.CHOSEN_AT:
+        for slope in sweep.SLOPES:
+            assert at["all", chosen_at, slope, True].p50 > at["all", chosen_at, slope, False].p50
+    assert "| all | 0.13 | 0.05 |" in sweep.frontier_table(summaries, after_search=True)
 
 
 def test_a_longer_progress_runs_every_case_further():
