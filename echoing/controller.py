@@ -79,7 +79,7 @@ __all__ = ["Cause", "ControllerSettings", "EchoController", "EchoDecision", "LAW
 # The law's name, saved with every replayed AutoEcho timeline (benchmarks/time_to_target.py)
 # so that timelines of another law are timed again rather than reused. A change of what
 # the law decides names a new one; its history is in docs/decisions/.
-LAW = "the-wait-places-long-intervals-2026-11-29"
+LAW = "an-inferred-hold-at-max-ends-at-a-reading-2026-11-29"
 
 
 @dataclasses.dataclass(frozen=True)

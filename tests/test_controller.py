@@ -382,6 +382,29 @@ def test_an_opening_whose_steps_waited_between_pulls_holds_max_factor_without_a_
     assert controller.ratio == pytest.approx(12.0, rel=0.1)
 
 
+def test_a_hold_at_max_factor_only_the_opening_inferred_ends_at_the_first_reading_there_that_keeps_up():
+    # The opening's steps between pulls ran 11% faster than its steps (reported sweep seed 85:
+    # a jittered step, steps_per_execution 2, R = 1.5): R read 8.9 over max_factor 8, held at once.
+    def opened():
+        policy = Policy(max_factor=8.0, headroom=1.05, check_divisor=1.25, check_every_steps=200)
+        opening = Reading(factor=8.0, steps=64, step_rate=6.4, production_rate=6.4, error=0.04, own_rate=6.4,
+                          input_bound=False, ratio=math.nan, complete=True, made_rate=6.4)
+        assert policy.next(141, opening, pull_free_rate=7.11) == (Phase.HOLD, 8.0, Cause.SLOWER_THAN_MAX)
+        return policy
+
+    at_max = Reading(factor=8.0, steps=320, step_rate=7.2, production_rate=7.2, error=0.01, own_rate=7.2,
+                     input_bound=False, ratio=math.nan, complete=True)
+    policy = opened()
+    assert policy.next(400, at_max) == (Phase.CHECK, 6.4, Cause.CHECK)  # 200 steps of holding, then a check.
+    # Where a reading found the input behind at max_factor, a stretch that keeps up must last 640 steps first.
+    policy = opened()
+    behind = Reading(factor=8.0, steps=64, step_rate=6.0, production_rate=6.0, error=0.02, own_rate=7.2,
+                     input_bound=True, ratio=9.6, complete=True)
+    assert policy.next(210, behind) == (Phase.HOLD, 8.0, Cause.SLOWER_THAN_MAX)
+    assert policy.next(530, at_max) == (Phase.HOLD, 8.0, Cause.KEEPS_UP)
+    assert policy.next(850, at_max) == (Phase.CHECK, 6.4, Cause.CHECK)  # 640 steps that kept up, from step 210.
+
+
 def test_a_jittered_step_read_fast_in_the_opening_does_not_carry_the_factor_away():
     # Design seed 1310 of benchmarks/controller_sweep.py: R = 0.54, 33% step jitter, max_factor
     # 16. The opening read the step 11% fast; a law that kept the fastest reading's rate read

@@ -24,10 +24,11 @@ costs on top.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 
 from benchmarks.lib import results_io
 from benchmarks.lib.tables import markdown_table
-from benchmarks.lib.loops import FIGURES, SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, distribution
+from benchmarks.lib.loops import SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, distribution, quantile
 
 
 # The c' whose factor after the law's search the law is held against, loop by loop: its default copy_cost.
@@ -119,5 +120,5 @@ def law_over_frontier(law_over_best: dict, frontier: list[KnownFactor], chosen_a
     for slope in SLOPES:
         ratios = [law_over_best[k.seed, slope] / k.over_best for k in frontier
                   if k.after_search and k.chosen_at == chosen_at and k.slope == slope]
-        parts.append(f"p50 {FIGURES['p50'](ratios):.3f} and p95 {FIGURES['p95'](ratios):.3f} at c = {slope:g}")
+        parts.append(f"p50 {statistics.median(ratios):.3f} and p95 {quantile(ratios, 0.95):.3f} at c = {slope:g}")
     return f"_The law's time over this reference's at c' = {chosen_at:g}, loop by loop: {'; '.join(parts)}._"

@@ -50,7 +50,15 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   behind there, or R at or above ``max_factor`` anywhere, checks run again only after
   readings at ``max_factor`` have found it keeping up for :data:`AT_MAX_KEEPS_UP_STEPS`
   steps in a row; on lumpy input a shorter stretch can be the flood after a lump (the
-  buffers and the upstream's prefetch full).
+  buffers and the upstream's prefetch full). Where only the opening's steps between
+  pulls put R at or above ``max_factor`` (no reading found the input behind), the first
+  reading at ``max_factor`` that keeps up ends that: on a jittered step with
+  ``steps_per_execution`` above 1 those steps read 10-13% fast with the input keeping up
+  (reported sweep seed 85, R = 1.5: R read 8.9 at ``max_factor`` 8), and 640 steps at
+  ``max_factor`` before the first check left seed 85 at 1.30 times the best fixed
+  factor's time at c = 0.19, and held-out seed 1262 (R = 0.5) at 1.36; the first reading
+  that keeps up takes them to 1.16 and 1.20
+  (docs/decisions/0023-the-median-is-the-search-and-one-copy-cost.md, row 1b).
 
 **Where the echo stage pulls on the loop's own thread** (``pulls_on_loop_thread``:
 :func:`echoing.torch.echo`), a step that pulls pays for the hand-over, so ``s`` at factor
@@ -225,6 +233,7 @@ class Policy:
         self._backoff = 1
         self._checked_from = None
         self.behind_at_max = False  # the input was behind at max_factor, and no long reading there says otherwise since
+        self._behind_at_max_inferred = False  # behind_at_max set by the opening's steps between pulls alone
         self._keeps_up_at_max_since: Optional[int] = None  # the first step of the readings at max_factor that keep up
         self._below: Optional[tuple[float, float]] = None  # (factor, objective) a raise left
         self._climb_ended: Optional[float] = None  # the factor a raise that did not pay went back to
@@ -298,16 +307,18 @@ class Policy:
                     if ratio >= self.max_factor:
                         self.ratio = min(ratio, 10 * self.max_factor)
                         self.behind_at_max, self._keeps_up_at_max_since = True, None
+                        self._behind_at_max_inferred = True
                         return self._go(step, Phase.HOLD, self.max_factor, Cause.SLOWER_THAN_MAX)
             start = self.initial_factor if self.initial_factor > 1 else self.max_factor ** SEARCH_START
             return self._go(step, Phase.SEARCH, self.clip(start), Cause.OWN_RATE)
         if reading.input_bound and (reading.factor >= self.max_factor or reading.ratio >= self.max_factor):
             self.behind_at_max, self._keeps_up_at_max_since = True, None
+            self._behind_at_max_inferred = False  # A reading found it behind.
         elif reading.factor >= self.max_factor and not reading.input_bound and self.behind_at_max:
             if self._keeps_up_at_max_since is None:
                 self._keeps_up_at_max_since = step - reading.steps
-            if step - self._keeps_up_at_max_since >= AT_MAX_KEEPS_UP_STEPS:
-                self.behind_at_max = False
+            if self._behind_at_max_inferred or step - self._keeps_up_at_max_since >= AT_MAX_KEEPS_UP_STEPS:
+                self.behind_at_max = self._behind_at_max_inferred = False
         raised, self._last_raise = self._last_raise, None
         if raised is not None:
             futile = reading.input_bound and reading.step_rate < raised[0] * (1 + _tol(reading))
