@@ -24,15 +24,16 @@ costs on top.
 from __future__ import annotations
 
 import dataclasses
-import statistics
+
+import echoing
 
 from benchmarks.lib import results_io
 from benchmarks.lib.tables import markdown_table
-from benchmarks.lib.loops import SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, distribution, quantile
+from benchmarks.lib.loops import FIGURES, SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, distribution
 
 
 # The c' whose factor after the law's search the law is held against, loop by loop: its default copy_cost.
-LAW_CHOSEN_AT = 0.13
+LAW_CHOSEN_AT = echoing.ControllerSettings().copy_cost
 # The slopes c' at which the frontier's factors are chosen (the two judged, 0.1 about their
 # geometric mean, 0.097, and two between it and 0.19).
 CHOSEN_AT = (0.05, 0.1, 0.13, 0.16, 0.19)
@@ -120,5 +121,6 @@ def law_over_frontier(law_over_best: dict, frontier: list[KnownFactor], chosen_a
     for slope in SLOPES:
         ratios = [law_over_best[k.seed, slope] / k.over_best for k in frontier
                   if k.after_search and k.chosen_at == chosen_at and k.slope == slope]
-        parts.append(f"p50 {statistics.median(ratios):.3f} and p95 {quantile(ratios, 0.95):.3f} at c = {slope:g}")
+        figures = " and ".join(f"{name} {figure(ratios):.3f}" for name, figure in FIGURES.items())
+        parts.append(f"{figures} at c = {slope:g}")
     return f"_The law's time over this reference's at c' = {chosen_at:g}, loop by loop: {'; '.join(parts)}._"
