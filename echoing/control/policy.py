@@ -52,8 +52,8 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   steps in a row; on lumpy input a shorter stretch can be the flood after a lump (the
   buffers and the upstream's prefetch full). Where only the opening's steps between
   pulls put R at or above ``max_factor`` (no reading found the input behind), the first
-  reading at ``max_factor`` that keeps up ends that: on a jittered step with
-  ``steps_per_execution`` above 1 those steps read 10-13% fast with the input keeping up
+  reading at ``max_factor`` that keeps up ends that: on a step jittered by 20-37% those
+  steps read 8-13% fast with the input keeping up
   (reported sweep seed 85, R = 1.5: R read 8.9 at ``max_factor`` 8), and 640 steps at
   ``max_factor`` before the first check left seed 85 at 1.30 times the best fixed
   factor's time at c = 0.19, and held-out seed 1262 (R = 0.5) at 1.36; the first reading
