@@ -79,7 +79,7 @@ __all__ = ["Cause", "ControllerSettings", "EchoController", "EchoDecision", "LAW
 # The law's name, saved with every replayed AutoEcho timeline (benchmarks/time_to_target.py)
 # so that timelines of another law are timed again rather than reused. A change of what
 # the law decides names a new one; its history is in docs/decisions/.
-LAW = "an-inferred-hold-at-max-ends-at-a-reading-2026-11-29"
+LAW = "raises-where-they-can-pay-and-floods-read-on-2026-11-30"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,6 +195,11 @@ class EchoDecision:
                          f"raise trains faster",
             Cause.RAISE_PAID: f"the raise trained faster (progress per second): keeping e={self.factor:g}",
             Cause.RAISE_UNPAID: f"the raise trained no faster (progress per second): back to e={self.factor:g}",
+            Cause.RAISE_LIMITED: f"the input fell behind (R = {self.ratio:.3g}), but a raise past e={self.factor:g} "
+                                 f"could not train faster (progress per second): steps at their own rate "
+                                 f"there make no more than at e={self.previous_factor:g}",
+            Cause.FLOOD: "the input kept up, drawing fresh batches over twice as fast as when it was last behind: "
+                         "a lump's stock, not a fall of R; reading on at this factor",
             Cause.CHECK: "checking a lower factor, to see whether R fell",
             Cause.PULL_COST: f"the echo stage's pulls cost the loop's thread more than copies below e={self.factor:g}",
             Cause.HELD_BACK: "another trainer's input held the steps back (this loop did not wait for its own): "

@@ -321,6 +321,42 @@ def test_a_raise_is_tried_only_where_it_could_pay_at_the_copy_cost():
     assert holding_at(8.0, copy_cost=0.0).next(300, keeps_up(8.0, 10.0)) == (Phase.HOLD, 8.0, Cause.KEEPS_UP)
 
 
+def behind_at(factor, step_rate, production_rate):
+    """A reading where the input could not keep up: R = factor x 20 / production_rate."""
+    return Reading(factor=factor, steps=128, step_rate=step_rate, production_rate=production_rate, error=0.02,
+                   own_rate=20.0, input_bound=True, ratio=factor * 20.0 / production_rate, complete=True)
+
+
+def test_a_raise_in_a_hold_goes_no_higher_than_where_it_could_pay_at_the_copy_cost():
+    # On lumpy input the steps ran 18/s at e = 4 while the echo stage made 10 batches/s (the buffers fed
+    # the rest): R reads 8. Steps at 95% of their own 20/s make 18/s's progress at e = 4 (c = 0.13)
+    # at e = 1 + (19 / 18 x 1.39 - 1) / 0.13 = 4.59: no raise past it can pay.
+    assert holding_at(4.0).next(300, behind_at(4.0, 18.0, 10.0)) == (Phase.HOLD, 4.594, Cause.RAISE_LIMITED)
+    # At 19/s no raise of 5% or more can pay: the factor stays.
+    assert holding_at(4.0).next(300, behind_at(4.0, 19.0, 10.0)) == (Phase.HOLD, 4.0, Cause.RAISE_LIMITED)
+    # Where copies cost nothing, or the steps wait for most of their time, the knee is as before.
+    assert holding_at(4.0, copy_cost=0.0).next(300, behind_at(4.0, 18.0, 10.0)) == (Phase.HOLD, 8.0, Cause.INPUT_SLOWER)
+    assert holding_at(4.0).next(300, behind_at(4.0, 10.0, 10.0)) == (Phase.HOLD, 8.0, Cause.INPUT_SLOWER)
+
+
+def test_after_a_hold_a_search_reads_on_where_the_input_keeps_up_on_a_lumps_stock():
+    policy = Policy(max_factor=16.0, headroom=1.05, check_divisor=1.25, check_every_steps=200)
+    policy.own_rate, policy.phase, policy.factor = 20.0, Phase.SEARCH, 2.0
+    assert policy.next(100, behind_at(2.0, 4.0, 4.0)) == (Phase.HOLD, 10.5, Cause.MEASURED)  # 2 fresh batches/s
+
+    def keeps_up_at(factor, step):  # The steps ran at their own rate: fresh batches 20 / factor a second.
+        return policy.next(step, Reading(factor=factor, steps=64, step_rate=20.0, production_rate=20.0, error=0.02,
+                                         own_rate=20.0, input_bound=False, ratio=math.nan, complete=True))
+
+    assert keeps_up_at(10.5, 400) == (Phase.CHECK, 8.4, Cause.CHECK)
+    assert keeps_up_at(8.4, 500) == (Phase.SEARCH, 5.6, Cause.KEEPS_UP)  # 2.4 fresh batches/s
+    assert keeps_up_at(5.6, 600) == (Phase.SEARCH, 3.733, Cause.KEEPS_UP)  # 3.6: under twice 2
+    # 5.4 fresh batches a second, over twice what the input made when it was last behind: read on, thrice.
+    assert [keeps_up_at(3.733, 700 + 100 * i) for i in range(3)] == [(Phase.SEARCH, 3.733, Cause.FLOOD)] * 3
+    assert keeps_up_at(3.733, 1000) == (Phase.SEARCH, 2.489, Cause.KEEPS_UP)
+    assert keeps_up_at(2.489, 1100) == (Phase.SEARCH, 1.659, Cause.KEEPS_UP)  # 8 against 5.4 kept up: no flood
+
+
 @pytest.mark.parametrize("value, error", [(-0.1, ValueError), (1.5, ValueError), (math.nan, ValueError),
                                           ("0.1", TypeError), (True, TypeError)])
 def test_a_copy_cost_outside_0_to_1_is_refused_by_name(value, error):

@@ -27,7 +27,15 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   copies, one below R costs steps that wait; starting in the middle spends fewer of
   either than starting at ``max_factor / 2`` (:data:`SEARCH_START`).
 * ``HOLD``: the knee, ``headroom * R`` (within ``[1, max_factor]``). A reading there that
-  finds the input behind with R risen raises the factor to the new knee at once.
+  finds the input behind with R risen raises the factor to the new knee at once, but no
+  higher than a raise could pay (:meth:`Policy.raise_limit`): steps can run no faster than
+  ``s`` (with the loop's pauses in, less the reading's error), so past the factor where
+  steps at that rate would make the progress a second the reading made, every copy costs
+  more than it can bring (:attr:`Cause.RAISE_LIMITED`). Above R on lumpy input, or behind
+  long pauses, the steps wait a little at every factor, R reads above each factor held,
+  and raises to the knee ratcheted the factor up to ``max_factor`` (design seed 1196 of
+  ``benchmarks/controller_sweep.py``: R = 6.6, held 14.4 and 16 with the objective's best
+  at 4.6-9.8; docs/decisions/0024-where-the-tail-errs-and-two-guards.md).
 * ``CLIMB``: where steps still wait at the factor held (lumpy input, small buffers: the
   step rate read is below ``s``), a raise by :data:`CLIMB_STEP` is tried if it could pay
   (the loop's rate where the input keeps up, ``s`` with the loop's pauses in, which the
@@ -45,7 +53,11 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   moved, the factor goes to the new knee; if the input keeps up even there, R fell,
   and the search goes on down from there, by :data:`AFTER_CHECK_DIVISOR` at a time rather
   than by 2: a check that keeps up is often the stock the buffers banked at the factor
-  held, not a large fall of R. There is no check while the input is behind
+  held, not a large fall of R. For the same reason, after the first hold a reading in a
+  check or a search that keeps up while the echo stage drew fresh batches over
+  :data:`FLOOD_SHARE` times as fast as the input made them at its last reading behind
+  reads on at that factor, up to :data:`FLOOD_READINGS` readings more (:attr:`Cause.FLOOD`),
+  before the search goes lower. There is no check while the input is behind
   at ``max_factor`` (a lower factor can only be slower there): once a reading finds it
   behind there, or R at or above ``max_factor`` anywhere, checks run again only after
   readings at ``max_factor`` have found it keeping up for :data:`AT_MAX_KEEPS_UP_STEPS`
@@ -137,6 +149,18 @@ CLIMB_STEP = 1.25
 # over the best fixed factor from 1.188 / 1.187 to 1.166 / 1.171 (c = 0.05 / 0.19) and the
 # worst at c = 0.19 from 1.533 to 1.417 (docs/decisions/0015-the-steps-between-pulls.md).
 AFTER_CHECK_DIVISOR = 1.5
+# A raise smaller than this share is not made: within a reading's noise.
+MIN_RAISE = 1.05
+# After the first hold, a reading in a search or a check that keeps up while the echo stage
+# drew fresh batches over FLOOD_SHARE times as fast as the input made them at its last
+# reading behind is taken for the stock a lump left (the upstream's prefetch, the buffers),
+# not for a fall of R: the search reads on at that factor, up to FLOOD_READINGS readings more,
+# before it goes lower. On lumpy input into small buffers such floods kept up over the
+# search's 64-step readings down to a fraction of R (design seed 1063 of
+# benchmarks/controller_sweep.py: R = 11.7, lumps of 31 batches, a buffer of 7, searched
+# down to 1.7). docs/decisions/0024-where-the-tail-errs-and-two-guards.md, row 3.
+FLOOD_SHARE = 2.0
+FLOOD_READINGS = 3
 # The pull-free steps the step's own rate is read from after the opening: at least this
 # many, so that a jittered step does not set it from a few.
 PULL_FREE_MIN_STEPS = 64
@@ -180,6 +204,8 @@ class Cause(str, enum.Enum):
     CLIMB = "climb"  # steps still wait for input at the factor held: a raise above it is tried
     RAISE_PAID = "raise_paid"  # a raise above the knee trained faster: kept
     RAISE_UNPAID = "raise_unpaid"  # a raise above the knee trained no faster: back to the factor below
+    RAISE_LIMITED = "raise_limited"  # in HOLD the input fell behind, but no raise past this factor could pay
+    FLOOD = "flood"  # the input kept up on a lump's stock (see FLOOD_SHARE): reading on at this factor
     CHECK = "check"  # a periodic check below the held factor
     PULL_COST = "pull_cost"  # the echo stage's pulls cost the loop's thread more than the copies below this factor
     HELD_BACK = "held_back"  # another trainer's input held the steps back: the factor is kept
@@ -238,6 +264,8 @@ class Policy:
         self._below: Optional[tuple[float, float]] = None  # (factor, objective) a raise left
         self._climb_ended: Optional[float] = None  # the factor a raise that did not pay went back to
         self._after_check = False  # the search goes on from a check that kept up
+        self._supply = math.nan  # fresh batches a second the input made at the last reading behind
+        self._flood: tuple[float, int] = (math.nan, 0)  # (factor, readings) read on for a flood
         self.pull_cost: Optional[PullCost] = PullCost() if pulls_on_loop_thread else None
         self._pull_free_rate = math.nan
 
@@ -341,6 +369,8 @@ class Policy:
                 return self._go(step, Phase.HOLD, below, Cause.RAISE_UNPAID)
             return self._climb(step, reading) or self._go(step, Phase.HOLD, reading.factor, Cause.RAISE_PAID)
         if reading.input_bound:
+            if reading.production_rate > 0:
+                self._supply = reading.production_rate / reading.factor
             self.ratio = min(reading.ratio, 10 * self.max_factor)
             target = self.clip(self.headroom * self.ratio)
             if self.phase == Phase.CHECK and self._checked_from is not None:
@@ -358,9 +388,17 @@ class Policy:
                             return climbed
                     cause = Cause.SLOWER_THAN_MAX if reading.factor >= self.max_factor else Cause.MEASURED
                     return self._go(step, Phase.HOLD, reading.factor, cause, restart_hold=False)
+                cause = Cause.INPUT_SLOWER
+                limit = self.raise_limit(reading)
+                if limit < target:
+                    # Steps at the loop's own rate past ``limit`` would train no faster than
+                    # this reading did: at most this high, where a raise can pay.
+                    if limit < reading.factor * MIN_RAISE:
+                        return self._go(step, Phase.HOLD, reading.factor, Cause.RAISE_LIMITED, restart_hold=False)
+                    target, cause = self.clip(limit), Cause.RAISE_LIMITED
                 self._last_raise = (reading.step_rate, reading.factor)
                 self._backoff = 1
-                return self._go(step, Phase.HOLD, target, Cause.INPUT_SLOWER)
+                return self._go(step, Phase.HOLD, target, cause)
             if target > reading.factor:
                 self._last_raise = (reading.step_rate, reading.factor)
             cause = Cause.SLOWER_THAN_MAX if target >= self.max_factor and self.ratio >= self.max_factor else Cause.MEASURED
@@ -387,6 +425,8 @@ class Policy:
                                       else reading.factor, reading.factor)
                 return self._go(step, Phase.CHECK, self.clip(reading.factor / self.check_divisor), Cause.CHECK)
             return self._go(step, Phase.HOLD, reading.factor, Cause.KEEPS_UP, restart_hold=False)
+        if self.held_since is not None and self._reads_on_a_flood(reading):
+            return self._go(step, self.phase, reading.factor, Cause.FLOOD)
         self._backoff = 1
         if reading.factor <= 1:
             self.ratio = 1.0
@@ -400,15 +440,47 @@ class Policy:
         """Training progress per second at the reading's factor: its step rate times a step's progress there."""
         return progress_per_second(reading.step_rate, reading.factor, self.copy_cost)
 
+    def raise_limit(self, reading: Reading) -> float:
+        """The highest factor a raise from the reading's could train faster at, by the objective.
+
+        The most a raise can bring is the loop's rate where the input keeps up (the step's
+        own rate with the loop's pauses in: the reading's ``own_rate``, less the reading's
+        error); each copy costs progress. Past the factor where steps at that rate would
+        make as much progress a second as the reading did, no raise can pay. ``nan`` where
+        the reading has no own rate.
+
+        >>> policy = Policy(max_factor=16.0, headroom=1.05, check_divisor=1.25, check_every_steps=200)
+        >>> reading = Reading(factor=4.0, steps=200, step_rate=80.0, production_rate=80.0, error=0.05,
+        ...                   own_rate=100.0, input_bound=True, ratio=5.0, complete=True)
+        >>> round(policy.raise_limit(reading), 2)  # 95 steps/s at e = 6 make as much progress as 80 at e = 4
+        6.0
+        """
+        gain = reading.own_rate * (1 - _tol(reading)) / reading.step_rate
+        if not math.isfinite(gain):
+            return math.nan
+        if self.copy_cost == 0:
+            return math.inf if gain > 1 else reading.factor
+        return 1 + (gain * (1 + self.copy_cost * (reading.factor - 1)) - 1) / self.copy_cost
+
+    def _reads_on_a_flood(self, reading: Reading) -> bool:
+        """Whether a reading that kept up drew on a lump's stock, and the search reads on (:data:`FLOOD_SHARE`)."""
+        fresh = reading.production_rate / reading.factor
+        if not fresh > FLOOD_SHARE * self._supply:
+            return False
+        factor, readings = self._flood
+        readings = readings if factor == reading.factor else 0
+        if readings < FLOOD_READINGS:
+            self._flood = (reading.factor, readings + 1)
+            return True
+        self._supply = fresh  # It kept up this long: the input makes at least this.
+        return False
+
     def _climb(self, step: int, reading: Reading):
         """A raise above the factor read, where steps waited there and a raise could pay; else ``None``."""
         if reading.held_back:
             return None
         factor, target = reading.factor, self.clip(reading.factor * CLIMB_STEP)
-        # The most a raise can bring is the loop's rate where the input keeps up (the step's own
-        # rate with the loop's pauses in: the reading's own_rate); it costs this much progress a step.
-        cost = (1 + self.copy_cost * (target - 1)) / (1 + self.copy_cost * (factor - 1))
-        if target <= factor or not reading.own_rate * (1 - _tol(reading)) > reading.step_rate * cost:
+        if target <= factor or not target < self.raise_limit(reading):
             return None
         # Not a raise the futile-raise rule judges: a raise above the knee that brings no faster
         # steps says the raise did not pay, not that the step's own rate was read too high.
