@@ -14,14 +14,18 @@ up (by 1.5 where the search goes on from a check); where it cannot, the echo
 stage's production (``e`` times the fresh batches it pulls per second, from
 :class:`echoing.EchoStats`) gives ``R = e * s / production``, and it holds the knee,
 ``headroom * R``. Holding, every reading that finds the input behind raises the factor
-to the new ``headroom * R`` at once. Where steps still wait at the factor held (lumpy
+to the new ``headroom * R`` at once, but no higher than a raise could pay: past the
+factor where steps at ``s`` would make the progress a second the reading made, copies
+cost more than they can bring. Where steps still wait at the factor held (lumpy
 input: the step rate below ``s``), it climbs: a raise of 1.25x is tried where it could
 pay and kept where it trains faster by the objective, the training progress per second
 ``T(e) / (1 + copy_cost (e - 1))`` (:func:`echoing.fit_copy_cost`). Every
 ``check_every_steps`` a check divides the factor by ``check_divisor`` to read R afresh
 (a faster input shows no other way); a check that confirms R returns to the factor held
 and makes the next one wait twice as long, and there is none while the input is behind
-at ``max_factor``. Every reading sums whole windows over a horizon
+at ``max_factor``. A check, or the search after it, that keeps up on over twice the fresh
+batches a second the input made when last behind is reading a lump's stock, and reads on
+at that factor up to three readings more before it goes lower. Every reading sums whole windows over a horizon
 that grows until it can tell, at two standard errors, whether the input keeps up (lumpy
 input is read for longer, up to 320 steps, and no one interval may hold half a reading's
 time; one that cannot tell, short of keeping up by less than the tolerance, reads as

@@ -33,9 +33,12 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   steps at that rate would make the progress a second the reading made, every copy costs
   more than it can bring (:attr:`Cause.RAISE_LIMITED`). Above R on lumpy input, or behind
   long pauses, the steps wait a little at every factor, R reads above each factor held,
-  and raises to the knee ratcheted the factor up to ``max_factor`` (design seed 1196 of
-  ``benchmarks/controller_sweep.py``: R = 6.6, held 14.4 and 16 with the objective's best
-  at 4.6-9.8; docs/decisions/0024-where-the-tail-errs-and-two-guards.md).
+  and raises to the knee ratcheted the factor up, past the objective's best at any copy
+  cost (design seed 1174 of ``benchmarks/controller_sweep.py``: R = 2.9, lumps of 9 into a
+  buffer of 13, held 5.8 on average and up to 8, with the best fixed factors 3.5-7.4;
+  with this limit and the floods' rule below it goes from 1.197 to 1.077 times the best
+  one's time at c = 0.19:
+  docs/decisions/0024-where-the-tail-errs-and-two-guards.md).
 * ``CLIMB``: where steps still wait at the factor held (lumpy input, small buffers: the
   step rate read is below ``s``), a raise by :data:`CLIMB_STEP` is tried if it could pay
   (the loop's rate where the input keeps up, ``s`` with the loop's pauses in, which the
@@ -158,7 +161,11 @@ MIN_RAISE = 1.05
 # before it goes lower. On lumpy input into small buffers such floods kept up over the
 # search's 64-step readings down to a fraction of R (design seed 1063 of
 # benchmarks/controller_sweep.py: R = 11.7, lumps of 31 batches, a buffer of 7, searched
-# down to 1.7). docs/decisions/0024-where-the-tail-errs-and-two-guards.md, row 3.
+# down to 1.7 twice; a lump outlasts three readings there, and the rule leaves it at 1.375
+# times the best fixed factor's time at c = 0.05). Design seed 1075 (R 7.0 stepping to 1.4,
+# lumps of 13, a buffer of 3): 1.380 to 1.280. Three readings, twice the supply: set before
+# they were screened, and none of 1.5 or 3 times, or two readings, did better at both c
+# (docs/decisions/0024-where-the-tail-errs-and-two-guards.md, rows 3-4).
 FLOOD_SHARE = 2.0
 FLOOD_READINGS = 3
 # The pull-free steps the step's own rate is read from after the opening: at least this
