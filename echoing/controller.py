@@ -75,7 +75,8 @@ from typing import Optional
 
 from echoing._checks import check_bool, check_int, check_number
 from echoing.control.estimate import Measurement, Reading
-from echoing.control.policy import OPENING_PULL_FREE_MIN_STEPS, PULL_FREE_MIN_STEPS, Cause, Phase, Policy
+from echoing.control.policy import (FLOOD_READINGS, FLOOD_SHARE, OPENING_PULL_FREE_MIN_STEPS, PULL_FREE_MIN_STEPS, Cause,
+                                    Phase, Policy)
 from echoing.control.windows import Interval, LeftOut, StepClock
 
 __all__ = ["Cause", "ControllerSettings", "EchoController", "EchoDecision", "LAW", "Phase"]
@@ -202,8 +203,9 @@ class EchoDecision:
             Cause.RAISE_LIMITED: f"the input fell behind (R = {self.ratio:.3g}), but a raise past e={self.factor:g} "
                                  f"could not train faster (progress per second): steps at their own rate "
                                  f"there make no more than at e={self.previous_factor:g}",
-            Cause.FLOOD: "the input kept up, drawing fresh batches over twice as fast as when it was last behind: "
-                         "a lump's stock, not a fall of R; reading on at this factor",
+            Cause.FLOOD: f"the input kept up, drawing fresh batches over {FLOOD_SHARE:g} times as fast as when it was "
+                         f"last behind: a lump's stock, not a fall of R; reading on at this factor (up to "
+                         f"{FLOOD_READINGS} readings)",
             Cause.CHECK: "checking a lower factor, to see whether R fell",
             Cause.PULL_COST: f"the echo stage's pulls cost the loop's thread more than copies below e={self.factor:g}",
             Cause.HELD_BACK: "another trainer's input held the steps back (this loop did not wait for its own): "
