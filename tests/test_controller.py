@@ -269,17 +269,20 @@ def test_a_reading_that_one_long_interval_dominates_does_not_end_early():
 
 
 def test_two_raises_in_a_row_without_faster_steps_lower_the_steps_own_rate_and_one_does_not():
-    policy = Policy(max_factor=16.0, headroom=1.05, check_divisor=1.25, check_every_steps=None)
+    # Copies cost nothing here, so no raise is limited to where it could pay.
+    policy = Policy(max_factor=16.0, headroom=1.05, check_divisor=1.25, check_every_steps=None, copy_cost=0.0)
     policy.own_rate, policy.phase, policy.held_since = 30.0, Phase.HOLD, 0
 
-    def behind(factor, step):  # The steps run at 25/s whatever the factor: below the 30/s believed.
-        return policy.next(step, Reading(factor, 48, 25.0, 25.0, 0.02, 30.0, True, factor * 30 / 25, True))
+    def behind(factor, step, made):  # The steps run at 25/s whatever the factor: below the 30/s believed.
+        return policy.next(step, Reading(factor, 48, 25.0, made, 0.02, 30.0, True, factor * 30 / made, True))
 
-    first = behind(2.0, 100)
+    # The echo stage makes fewer batches at each raise, so R reads higher for each factor: no raise is
+    # undone (RISE_OF_R), and it is the futile raises that tell the step's own rate was read too high.
+    first = behind(2.0, 100, 25.0)
     assert first[2] == Cause.INPUT_SLOWER and policy.own_rate == 30.0
-    second = behind(first[1], 200)
+    second = behind(first[1], 200, 18.0)
     assert second[2] == Cause.INPUT_SLOWER and policy.own_rate == 30.0  # One futile raise: R may have risen.
-    third = behind(second[1], 300)
+    third = behind(second[1], 300, 12.0)
     assert third[2] == Cause.STEP_SLOWER and third[1] == second[1] and policy.own_rate == 25.0
 
 
@@ -337,6 +340,30 @@ def test_a_raise_in_a_hold_goes_no_higher_than_where_it_could_pay_at_the_copy_co
     # Where copies cost nothing, or the steps wait for most of their time, the knee is as before.
     assert holding_at(4.0, copy_cost=0.0).next(300, behind_at(4.0, 18.0, 10.0)) == (Phase.HOLD, 8.0, Cause.INPUT_SLOWER)
     assert holding_at(4.0).next(300, behind_at(4.0, 10.0, 10.0)) == (Phase.HOLD, 8.0, Cause.INPUT_SLOWER)
+
+
+def test_a_raise_in_a_hold_that_brings_no_faster_steps_is_undone_until_the_input_reads_slower():
+    # Steps at 10/s at e = 2 with the echo stage making 5 batches/s: R reads 8, and the hold raises to 8.4
+    # (copies cost nothing here, so no limit binds).
+    policy = holding_at(2.0, copy_cost=0.0)
+    assert policy.next(300, behind_at(2.0, 10.0, 5.0)) == (Phase.HOLD, 8.0, Cause.INPUT_SLOWER)
+    # At 8 the steps run 9.8/s, no faster, and R over the factor reads no higher (20 / 9.8 ~ 2 < 4 x 1.25): back.
+    assert policy.next(400, behind_at(8.0, 9.8, 9.8)) == (Phase.HOLD, 2.0, Cause.RAISE_UNDONE)
+    # Behind at 2 again, the steps as fast as at the raise: no raise from 2.
+    assert policy.next(500, behind_at(2.0, 10.0, 5.0)) == (Phase.HOLD, 2.0, Cause.RAISE_WITHHELD)
+    # The steps at 2 now run slower than they did at 8 (the reading before the raise drew on a stock): raise,
+    # and keep the raise however its reading goes.
+    assert policy.next(600, behind_at(2.0, 8.0, 4.0)) == (Phase.HOLD, 8.0, Cause.INPUT_SLOWER)
+    assert policy.next(700, behind_at(8.0, 8.0, 8.0))[1] == 8.0
+
+
+def test_a_raise_in_a_hold_whose_reading_finds_the_input_slower_is_not_undone():
+    policy = holding_at(2.0, copy_cost=0.0)
+    assert policy.next(300, behind_at(2.0, 10.0, 5.0)) == (Phase.HOLD, 8.0, Cause.INPUT_SLOWER)
+    # No faster at 8, but the input now makes 3 batches/s: R reads 53 at e = 8, 6.7 per unit of factor
+    # against 4 before, over RISE_OF_R times as much: R rose, and the hold follows it (a law that undid this
+    # raise would go back to 2).
+    assert policy.next(400, behind_at(8.0, 3.0, 3.0)) == (Phase.HOLD, 8.0, Cause.SLOWER_THAN_MAX)
 
 
 def test_after_a_hold_a_search_reads_on_where_the_input_keeps_up_on_a_lumps_stock():

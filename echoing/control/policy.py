@@ -38,7 +38,12 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   buffer of 13, held 5.8 on average and up to 8, with the best fixed factors 3.5-7.4;
   with this limit and the floods' rule below it goes from 1.197 to 1.077 times the best
   one's time at c = 0.19:
-  docs/decisions/0024-where-the-tail-errs-and-two-guards.md).
+  docs/decisions/0024-where-the-tail-errs-and-two-guards.md). A raise whose next reading
+  runs the steps no faster, where R read no higher for the factor (:data:`RISE_OF_R`), is
+  undone (:attr:`Cause.RAISE_UNDONE`): steps no faster pay for no copy. No raise is made
+  from that factor again (:attr:`Cause.RAISE_WITHHELD`) until the input reads slower, or
+  the steps there run slower than they did at the raise (the reading before it drew on a
+  stock).
 * ``CLIMB``: where steps still wait at the factor held (lumpy input, small buffers: the
   step rate read is below ``s``), a raise by :data:`CLIMB_STEP` is tried if it could pay
   (the loop's rate where the input keeps up, ``s`` with the loop's pauses in, which the
@@ -124,6 +129,16 @@ from echoing.control.pull_cost import PullCost
 # mid-run), two in a row is an own rate read too high on a jittered step (the sweep's
 # seed 1041, 37% step jitter, ran away to max_factor without this rule).
 FUTILE_RAISES = 2
+# A raise in a hold whose next reading ran the steps no faster (within the reading's error)
+# is undone, unless that reading found the input slower: R over the factor grown past this
+# share of what the reading before the raise read (a rise of R between the two, which a hold
+# follows). Steps no faster can pay for no copy. On this CPU the wallclock run at R = 2,
+# seed 0 (benchmarks/results/time_to_target.json) raised from 2.8 to 8 with its steps at
+# 5.4 a second at 2.8 and 4.5-5.1 at 4.2-8, and held 8 for three quarters of the run; on the
+# design seeds of benchmarks/controller_sweep.py the rule takes the p95 at c = 0.19 from
+# 1.147 to 1.138 and on the held-out ones from 1.140 to 1.112
+# (docs/decisions/0024-where-the-tail-errs-and-two-guards.md, row 11b).
+RISE_OF_R = 1.25
 # Steps in a row that readings at max_factor must find the input keeping up before checks
 # run again, once it was behind there: on design seed 1025 of benchmarks/controller_sweep.py
 # (R = 13.4 over max_factor 8, lumps of 13 batches into a buffer of 27 and a prefetch of
@@ -212,6 +227,8 @@ class Cause(str, enum.Enum):
     RAISE_PAID = "raise_paid"  # a raise above the knee trained faster: kept
     RAISE_UNPAID = "raise_unpaid"  # a raise above the knee trained no faster: back to the factor below
     RAISE_LIMITED = "raise_limited"  # in HOLD the input fell behind, but no raise past this factor could pay
+    RAISE_UNDONE = "raise_undone"  # a raise in HOLD brought no faster steps, the input no slower: back
+    RAISE_WITHHELD = "raise_withheld"  # no raise from the factor a raise was undone to, the input no slower since
     FLOOD = "flood"  # the input kept up on a lump's stock (see FLOOD_SHARE): reading on at this factor
     CHECK = "check"  # a periodic check below the held factor
     PULL_COST = "pull_cost"  # the echo stage's pulls cost the loop's thread more than the copies below this factor
@@ -273,6 +290,8 @@ class Policy:
         self._after_check = False  # the search goes on from a check that kept up
         self._supply = math.nan  # fresh batches a second the input made at the last reading behind
         self._flood: tuple[float, int] = (math.nan, 0)  # (factor, readings) read on for a flood
+        self._raised: Optional[tuple[float, float, float]] = None  # (step rate, factor, R / factor) a hold's raise left
+        self._undone: Optional[tuple[float, float, float]] = None  # (factor, R / factor, the raise's step rate)
         self.pull_cost: Optional[PullCost] = PullCost() if pulls_on_loop_thread else None
         self._pull_free_rate = math.nan
 
@@ -364,6 +383,11 @@ class Policy:
             self.own_rate = reading.step_rate
             self.ratio = reading.factor
             return self._go(step, Phase.HOLD, reading.factor, Cause.STEP_SLOWER)
+        raised, self._raised = self._raised, None
+        if raised is not None and self.phase == Phase.HOLD and not reading.held_back:
+            undone = self._undo(step, reading, raised)
+            if undone:
+                return undone
         if self.phase == Phase.CLIMB:
             if reading.input_bound:
                 self.ratio = min(reading.ratio, 10 * self.max_factor)
@@ -396,6 +420,14 @@ class Policy:
                     cause = Cause.SLOWER_THAN_MAX if reading.factor >= self.max_factor else Cause.MEASURED
                     return self._go(step, Phase.HOLD, reading.factor, cause, restart_hold=False)
                 cause = Cause.INPUT_SLOWER
+                judged = True
+                if (self._undone is not None and reading.factor == self._undone[0]
+                        and reading.ratio / reading.factor <= self._undone[1] * RISE_OF_R):
+                    if reading.step_rate * (1 + _tol(reading)) >= self._undone[2]:
+                        return self._go(step, Phase.HOLD, reading.factor, Cause.RAISE_WITHHELD, restart_hold=False)
+                    # The steps here now run slower than they did at the raise: the reading before
+                    # it drew on a stock (the search's, a lump's). Raise, and do not judge it again.
+                    self._undone, judged = None, False
                 limit = self.raise_limit(reading)
                 if limit < target:
                     # Steps at the loop's own rate past ``limit`` would train no faster than
@@ -405,6 +437,8 @@ class Policy:
                     target, cause = self.clip(limit), Cause.RAISE_LIMITED
                 self._last_raise = (reading.step_rate, reading.factor)
                 self._backoff = 1
+                if judged and not reading.held_back:
+                    self._raised = (reading.step_rate, reading.factor, reading.ratio / reading.factor)
                 return self._go(step, Phase.HOLD, target, cause)
             if target > reading.factor:
                 self._last_raise = (reading.step_rate, reading.factor)
@@ -468,6 +502,15 @@ class Policy:
         if self.copy_cost == 0:
             return math.inf if gain > 1 else reading.factor
         return 1 + (gain * (1 + self.copy_cost * (reading.factor - 1)) - 1) / self.copy_cost
+
+    def _undo(self, step: int, reading: Reading, raised: tuple[float, float, float]):
+        """Back to the factor a hold's raise left, where its reading ran the steps no faster and R did not rise; else ``None``."""
+        step_rate, factor, share = raised
+        rose = reading.input_bound and reading.ratio / reading.factor > share * RISE_OF_R
+        if rose or reading.step_rate >= step_rate * (1 + _tol(reading)):
+            return None
+        self._undone = (factor, share, reading.step_rate)
+        return self._go(step, Phase.HOLD, factor, Cause.RAISE_UNDONE)
 
     def _reads_on_a_flood(self, reading: Reading) -> bool:
         """Whether a reading that kept up drew on a lump's stock, and the search reads on (:data:`FLOOD_SHARE`)."""
