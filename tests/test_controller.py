@@ -343,8 +343,8 @@ def test_a_raise_in_a_hold_goes_no_higher_than_where_it_could_pay_at_the_copy_co
 
 
 def test_a_raise_in_a_hold_that_brings_no_faster_steps_is_undone_until_the_input_reads_slower():
-    # Steps at 10/s at e = 2 with the echo stage making 5 batches/s: R reads 8, and the hold raises to 8.4
-    # (copies cost nothing here, so no limit binds).
+    # Steps at 10/s at e = 2 with the echo stage making 5 batches/s: R reads 8, and the hold raises to its
+    # knee, 8.4, clipped to max_factor 8 (copies cost nothing here, so no limit binds).
     policy = holding_at(2.0, copy_cost=0.0)
     assert policy.next(300, behind_at(2.0, 10.0, 5.0)) == (Phase.HOLD, 8.0, Cause.INPUT_SLOWER)
     # At 8 the steps run 9.8/s, no faster, and R over the factor reads no higher (20 / 9.8 ~ 2 < 4 x 1.25): back.
