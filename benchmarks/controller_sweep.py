@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import echoing
-from echoing.simulation import ELEMENTS_PER_STEP, Run, simulate_in_step
+from echoing.simulation import Run
 from benchmarks.lib import results_io
 from benchmarks.lib.frontier import (CHOSEN_AT, FrontierSummary, KnownFactor, frontier_table, known_factor,
                                      law_over_frontier, summarize_frontier)
@@ -49,8 +49,8 @@ from benchmarks.lib.in_step import Pair, PairResult, PairSummary, Signals, pair_
 from benchmarks.lib.references import OPENING, OPENING_STEPS, SEARCH, LawThenFixed, ToldRatio
 from benchmarks.lib.loops import (FIRST_REPORTED_SEED, FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SETTLE_AFTER_CHANGE,
                                   FIGURES, SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, bootstrap_interval,
-                                  course_of_ratio, distribution, draw_case, grid, how_it_reads, max_steps, run_fixed,
-                                  split_rows)
+                                  course_of_ratio, distribution, draw_case, grid, how_it_reads, run_controlled, run_fixed,
+                                  split_rows, the_law)
 from benchmarks.lib.tables import markdown_table
 
 
@@ -76,16 +76,14 @@ def run_case(case: Case, contender: Optional[Contender] = None, factor: Optional
     """
     if factor is not None:
         return run_fixed(case, factor, progress)
-    law = lambda: echoing.EchoController(max_factor=case.max_factor, elements_per_step=ELEMENTS_PER_STEP)  # noqa: E731
+    law = lambda: the_law(case)  # noqa: E731
     controller = {Contender.LAW: law, Contender.LAW_GIVEN_WAIT: law,
-                  Contender.LAW_AT_MATCHED_C: lambda: echoing.EchoController(
-                      max_factor=case.max_factor, elements_per_step=ELEMENTS_PER_STEP, copy_cost=copy_cost),
+                  Contender.LAW_AT_MATCHED_C: lambda: the_law(case, copy_cost),
                   Contender.TOLD_R: lambda: ToldRatio(case),
                   Contender.TOLD_R_AFTER_OPENING: lambda: ToldRatio(case, OPENING_STEPS),
                   Contender.OPENING_THEN_BEST: lambda: LawThenFixed(law(), then_factor, OPENING),
                   Contender.SEARCH_THEN_BEST: lambda: LawThenFixed(law(), then_factor, SEARCH)}[contender]()
-    return simulate_in_step([case.scenario(max_steps(case, progress))], controllers=[controller], progress=progress,
-                            slope=max(SLOPES), pass_wait=contender == Contender.LAW_GIVEN_WAIT)[0]
+    return run_controlled(case, controller, progress, pass_wait=contender == Contender.LAW_GIVEN_WAIT)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,7 +30,8 @@ import random
 import statistics
 from typing import Callable
 
-from echoing.simulation import Run, Scenario, simulate
+import echoing
+from echoing.simulation import ELEMENTS_PER_STEP, Run, Scenario, simulate, simulate_in_step
 from benchmarks.lib import results_io
 
 # Progress per step at factor e is 1 / (1 + c (e - 1)). Fitted to the committed sample
@@ -216,6 +217,18 @@ def distribution(slope: float, over_best: list[float], over_none: list[float]) -
 def run_fixed(case: Case, factor: float, progress: float = PROGRESS) -> Run:
     """The case at a fixed ``factor``, until ``progress``."""
     return simulate(case.scenario(max_steps(case, progress)), factor=factor, progress=progress, slope=max(SLOPES))
+
+
+def the_law(case: Case, copy_cost: float | None = None) -> echoing.EchoController:
+    """The shipped law for ``case``, given the echo stage's fresh count; ``copy_cost`` None keeps its default."""
+    settings = {} if copy_cost is None else {"copy_cost": copy_cost}
+    return echoing.EchoController(max_factor=case.max_factor, elements_per_step=ELEMENTS_PER_STEP, **settings)
+
+
+def run_controlled(case: Case, controller, progress: float = PROGRESS, pass_wait: bool = False) -> Run:
+    """The case run by ``controller`` (the law or a reference) until ``progress``; ``pass_wait``: given the loop's wait too."""
+    return simulate_in_step([case.scenario(max_steps(case, progress))], controllers=[controller], progress=progress,
+                            slope=max(SLOPES), pass_wait=pass_wait)[0]
 
 
 def course_of_ratio(case: Case) -> str:

@@ -1,0 +1,190 @@
+"""Screen a change of the echo controller's law: the law alone on the sweep's loops, against fixed factors kept between runs.
+
+A change of the law is designed on the loops of seeds 1000-1199 and checked on
+1200-1399 (docs/decisions/), before the sweep (``benchmarks/controller_sweep.py``) reports
+it on 0-199. The sweep runs every reference and every fixed factor of each loop; a
+screen runs only the law of this checkout, and reads each loop's fixed factors from a
+cache that is reused until the simulated loops change (a fingerprint of
+``echoing/simulation.py`` and ``benchmarks/lib/loops.py``). The law's figures are the
+sweep's to the digit (``tests/test_controller_screen.py``).
+
+``python -m benchmarks.controller_screen`` (seeds 1000-1199: about 45 s the first time,
+10 s after it, on 2 cores) prints p50 / p95 / worst (seed) / slower than no echo by over
+2% at each slope, and writes each loop's times to ``runs/controller_screen.json``;
+``--against FILE`` (a screen written before, by another law) adds the loops that moved
+most, each way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import multiprocessing
+from pathlib import Path
+
+from benchmarks.lib import results_io
+from benchmarks.lib.loops import (FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SLOPES, SLOWER_TOLERANCE, Distribution,
+                                  distribution, draw_case, grid, run_controlled, run_fixed, the_law)
+
+ROOT = Path(__file__).resolve().parent.parent
+# The sources a fixed factor's run depends on: a change to either draws other loops or runs them otherwise.
+FIXED_RUN_SOURCES = ("echoing/simulation.py", "benchmarks/lib/loops.py")
+CACHE_DIR = results_io.RUNS_DIR / "controller_screen_cache"
+# Loops whose time moved by less than this are the same loop under both laws (``--against``).
+MOVED = 0.0005
+
+
+@dataclasses.dataclass(frozen=True)
+class ScreenSettings(results_io.Record):
+    """What a screen ran: its loops' seeds, whether the law was given the wait, and the fixed runs' fingerprint."""
+
+    first_seed: int
+    cases: int
+    given_wait: bool
+    progress: float
+    slopes: tuple[float, ...]
+    fixed_fingerprint: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LawOnLoop(results_io.Record):
+    """The law's seconds to the progress on loop ``seed``, one a slope (the settings' ``slopes``)."""
+
+    seed: int
+    seconds: tuple[float, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ScreenResults(results_io.Record):
+    law: tuple[LawOnLoop, ...]
+
+
+def fingerprint(progress: float = PROGRESS) -> str:
+    """What every cached fixed-factor time depends on: the sources that run it, the progress, the grid and the slopes."""
+    digest = hashlib.sha256(repr((progress, GRID_RATIO, SLOPES)).encode())
+    for name in FIXED_RUN_SOURCES:
+        digest.update((ROOT / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def fixed_times(seed: int, progress: float = PROGRESS) -> dict[float, dict[float, float]]:
+    """Seconds to ``progress`` of each fixed factor of the grid on loop ``seed``, at each slope: ``{slope: {factor: s}}``."""
+    case = draw_case(seed)
+    runs = {factor: run_fixed(case, factor, progress) for factor in grid(case.max_factor)}
+    return {slope: {factor: run.time_to_progress(progress, slope) for factor, run in runs.items()} for slope in SLOPES}
+
+
+def law_times(seed: int, progress: float = PROGRESS, given_wait: bool = False) -> dict[float, float]:
+    """Seconds to ``progress`` of this checkout's law on loop ``seed``, at each slope (``given_wait``: told the loop's wait)."""
+    case = draw_case(seed)
+    run = run_controlled(case, the_law(case), progress, pass_wait=given_wait)
+    return {slope: run.time_to_progress(progress, slope) for slope in SLOPES}
+
+
+class FixedCache:
+    """Each loop's fixed-factor times, kept in ``directory`` under the current :func:`fingerprint`."""
+
+    def __init__(self, directory: Path = CACHE_DIR, progress: float = PROGRESS) -> None:
+        self.path = Path(directory) / f"fixed-{fingerprint(progress)}.json"
+        self.progress = progress
+        self._times: dict[int, dict] = {}
+        if self.path.exists():
+            stored = json.loads(self.path.read_text())
+            self._times = {int(seed): {float(s): {float(f): t for f, t in by_factor.items()}
+                                       for s, by_factor in by_slope.items()} for seed, by_slope in stored.items()}
+
+    def times(self, seeds, processes: int = 2) -> dict[int, dict]:
+        """The times of ``seeds``, run for those not kept yet (and then kept)."""
+        missing = [seed for seed in seeds if seed not in self._times]
+        if missing:
+            self._times.update(zip(missing, _map(fixed_times, [(seed, self.progress) for seed in missing], processes)))
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({str(seed): self._times[seed] for seed in sorted(self._times)}))
+            tmp.replace(self.path)
+        return {seed: self._times[seed] for seed in seeds}
+
+
+def _map(function, arguments: list[tuple], processes: int) -> list:
+    if processes > 1 and len(arguments) > 1:
+        with multiprocessing.get_context("fork").Pool(processes) as pool:
+            return pool.starmap(function, arguments, chunksize=4)
+    return [function(*each) for each in arguments]
+
+
+def over_best(law: dict[int, dict], fixed: dict[int, dict], slope: float) -> dict[int, float]:
+    """Each loop's law time over its best fixed factor's, at ``slope``."""
+    return {seed: law[seed][slope] / min(fixed[seed][slope].values()) for seed in law}
+
+
+def summary_line(law: dict[int, dict], fixed: dict[int, dict], slope: float) -> str:
+    """p50 / p95 / worst (seed) / slower than no echo (by over the tolerance), as the sweep's summaries read them."""
+    over = over_best(law, fixed, slope)
+    figures = Distribution(**distribution(slope, list(over.values()),
+                                          [law[seed][slope] / fixed[seed][slope][1.0] for seed in law]))
+    worst = max(over, key=over.get)
+    return (f"c = {slope:g}: {figures.p50:.3f} / {figures.p95:.3f} / {over[worst]:.3f} ({worst}) / "
+            f"{figures.slower_than_none} ({figures.slower_beyond_tolerance})")
+
+
+def moved_lines(law: dict[int, dict], before: dict[int, dict], fixed: dict[int, dict], slope: float,
+                shown: int = 6) -> str:
+    """The loops that moved most each way at ``slope`` against a screen ``before`` (their times over the best)."""
+    now, then = over_best(law, fixed, slope), over_best({s: before[s] for s in law if s in before}, fixed, slope)
+    moved = sorted((now[s] - then[s], s) for s in then if abs(now[s] - then[s]) > MOVED)
+    faster = [s for change, s in moved if change < 0][:shown]
+    slower = [s for change, s in reversed(moved) if change > 0][:shown]
+    text = lambda seeds: " ".join(f"{s}: {then[s]:.3f} -> {now[s]:.3f}" for s in seeds) or "none"  # noqa: E731
+    return f"c = {slope:g}: {len(moved)} of {len(then)} loops moved; faster: {text(faster)}; slower: {text(slower)}"
+
+
+def screen(seeds, processes: int = 2, progress: float = PROGRESS, given_wait: bool = False,
+           cache_dir: Path = CACHE_DIR) -> tuple[dict, dict]:
+    """This checkout's law on ``seeds`` and the loops' fixed factors: ``(law, fixed)``, each by seed, then slope."""
+    fixed = FixedCache(cache_dir, progress).times(list(seeds), processes)
+    law = dict(zip(seeds, _map(law_times, [(seed, progress, given_wait) for seed in seeds], processes)))
+    return law, fixed
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--first-seed", type=int, default=FIRST_TUNING_SEED,
+                        help=f"the first loop's seed (default {FIRST_TUNING_SEED}, the design seeds; 1200: held out)")
+    parser.add_argument("--cases", type=int, default=200, help="loops to run (default 200)")
+    parser.add_argument("--given-wait", action="store_true", help="give the law the loop's wait for input too")
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--cache-dir", type=Path, default=CACHE_DIR, metavar="DIR",
+                        help=f"where the fixed factors' times are kept (default {CACHE_DIR}/)")
+    parser.add_argument("--against", type=Path, metavar="FILE",
+                        help="a screen written before (its controller_screen.json): the loops that moved most")
+    results_io.add_output_dir_argument(parser)
+    args = parser.parse_args(argv)
+    for name, value, low in (("--cases", args.cases, 1), ("--processes", args.processes, 1)):
+        if value < low:
+            parser.error(f"{name}: expected a whole number >= {low}, got {value!r}")
+    before = None
+    if args.against is not None:
+        if not args.against.is_file():
+            parser.error(f"--against: expected a screen's results file, got {str(args.against)!r}, which is not a file")
+        settings, stored = results_io.typed(results_io.read_results(args.against), ScreenSettings, ScreenResults)
+        before = {loop.seed: dict(zip(settings.slopes, loop.seconds)) for loop in stored.law}
+    seeds = list(range(args.first_seed, args.first_seed + args.cases))
+    law, fixed = screen(seeds, args.processes, given_wait=args.given_wait, cache_dir=args.cache_dir)
+    print(f"law on seeds {seeds[0]}-{seeds[-1]}{', given the wait' if args.given_wait else ''}, over the best fixed "
+          f"factor: p50 / p95 / worst (seed) / slower than no echo (by over {SLOWER_TOLERANCE:.0%})")
+    for slope in SLOPES:
+        print(summary_line(law, fixed, slope))
+    if before is not None:
+        for slope in SLOPES:
+            print(moved_lines(law, before, fixed, slope))
+    settings = ScreenSettings(first_seed=args.first_seed, cases=args.cases, given_wait=args.given_wait,
+                              progress=PROGRESS, slopes=SLOPES, fixed_fingerprint=fingerprint())
+    results = ScreenResults(tuple(LawOnLoop(seed, tuple(law[seed][s] for s in SLOPES)) for seed in seeds))
+    path = results_io.write_results("controller_screen", settings.record(), results.record(), args.output_dir)
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""The screen of a law change (benchmarks/controller_screen.py): the sweep's figures for the law, from kept fixed factors."""
+
+import pytest
+
+from benchmarks import controller_screen as screen
+from benchmarks import controller_sweep as sweep
+
+SEEDS = [3, 4, 5]
+
+
+@pytest.fixture(scope="module")
+def screened(tmp_path_factory):
+    return screen.screen(SEEDS, processes=1, cache_dir=tmp_path_factory.mktemp("cache"))
+
+
+def test_a_screen_gives_the_sweeps_times_for_the_law_and_the_best_fixed_factor(screened):
+    law, fixed = screened
+    for seed in SEEDS:
+        results, _ = sweep.judge(sweep.draw_case(seed))
+        for result in (r for r in results if r.contender == sweep.Contender.LAW):
+            assert law[seed][result.slope] == result.seconds
+            assert min(fixed[seed][result.slope].values()) == result.best_seconds
+            assert fixed[seed][result.slope][1.0] == result.none_seconds
+
+
+def test_the_fixed_times_are_kept_and_read_back_without_running_again(tmp_path, monkeypatch):
+    first = screen.FixedCache(tmp_path).times([7], processes=1)
+
+    def must_not_run(*args):
+        raise AssertionError("a kept loop was run again")
+
+    monkeypatch.setattr(screen, "fixed_times", must_not_run)
+    assert screen.FixedCache(tmp_path).times([7], processes=1) == first
+
+
+def test_a_change_to_what_a_fixed_run_depends_on_keeps_its_times_apart(tmp_path, monkeypatch):
+    before = screen.FixedCache(tmp_path).path
+    monkeypatch.setattr(screen, "GRID_RATIO", screen.GRID_RATIO * 1.1)
+    assert screen.FixedCache(tmp_path).path != before
+
+
+def test_moved_loops_are_named_each_way_and_unmoved_ones_are_not():
+    fixed = {1: {0.05: {1.0: 10.0}}, 2: {0.05: {1.0: 10.0}}, 3: {0.05: {1.0: 10.0}}}
+    before = {1: {0.05: 10.0}, 2: {0.05: 12.0}, 3: {0.05: 11.0}}
+    after = {1: {0.05: 10.0}, 2: {0.05: 10.5}, 3: {0.05: 13.0}}
+    line = screen.moved_lines(after, before, fixed, 0.05)
+    assert line == "c = 0.05: 2 of 3 loops moved; faster: 2: 1.200 -> 1.050; slower: 3: 1.100 -> 1.300"
+
+
+def test_the_summary_reads_the_distribution_as_the_sweep_does(screened):
+    law, fixed = screened
+    over = screen.over_best(law, fixed, 0.05)
+    worst = max(over, key=over.get)
+    assert screen.summary_line(law, fixed, 0.05).startswith(f"c = 0.05: {sweep.statistics.median(over.values()):.3f} / ")
+    assert f"{over[worst]:.3f} ({worst})" in screen.summary_line(law, fixed, 0.05)
+
+
+@pytest.mark.parametrize("argv, named", [(["--cases", "0"], "--cases"), (["--processes", "0"], "--processes"),
+                                         (["--against", "no-such-screen.json"], "--against")])
+def test_bad_arguments_are_refused_naming_the_argument_and_the_value(argv, named, capsys):
+    with pytest.raises(SystemExit):
+        screen.main(argv)
+    error = capsys.readouterr().err
+    assert named in error and argv[1] in error
+
+
+def test_a_screen_written_is_read_back_to_compare_against(tmp_path, capsys):
+    argv = ["--first-seed", "3", "--cases", "2", "--processes", "1", "--cache-dir", str(tmp_path / "cache"),
+            "--output-dir", str(tmp_path / "first")]
+    screen.main(argv)
+    screen.main(argv[:-1] + [str(tmp_path / "second"), "--against", str(tmp_path / "first" / "controller_screen.json")])
+    printed = capsys.readouterr().out
+    assert "c = 0.05: 0 of 2 loops moved" in printed and "c = 0.19: 0 of 2 loops moved" in printed
