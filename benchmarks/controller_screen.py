@@ -169,6 +169,9 @@ def main(argv=None) -> None:
         if not args.against.is_file():
             parser.error(f"--against: expected a screen's results file, got {str(args.against)!r}, which is not a file")
         settings, stored = results_io.typed(results_io.read_results(args.against), ScreenSettings, ScreenResults)
+        if settings.slopes != SLOPES or settings.progress != PROGRESS:
+            parser.error(f"--against: {str(args.against)!r} was judged at slopes {settings.slopes} and progress "
+                         f"{settings.progress:g}, this checkout at {SLOPES} and {PROGRESS:g}")
         before = {loop.seed: dict(zip(settings.slopes, loop.seconds)) for loop in stored.law}
     seeds = list(range(args.first_seed, args.first_seed + args.cases))
     law, fixed = screen(seeds, args.processes, given_wait=args.given_wait, cache_dir=args.cache_dir)

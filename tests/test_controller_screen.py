@@ -1,5 +1,8 @@
 """The screen of a law change (benchmarks/controller_screen.py): the sweep's figures for the law, from kept fixed factors."""
 
+import json
+import statistics
+
 import pytest
 
 from benchmarks import controller_screen as screen
@@ -51,7 +54,7 @@ def test_the_summary_reads_the_distribution_as_the_sweep_does(screened):
     law, fixed = screened
     over = screen.over_best(law, fixed, 0.05)
     worst = max(over, key=over.get)
-    assert screen.summary_line(law, fixed, 0.05).startswith(f"c = 0.05: {sweep.statistics.median(over.values()):.3f} / ")
+    assert screen.summary_line(law, fixed, 0.05).startswith(f"c = 0.05: {statistics.median(over.values()):.3f} / ")
     assert f"{over[worst]:.3f} ({worst})" in screen.summary_line(law, fixed, 0.05)
 
 
@@ -71,3 +74,16 @@ def test_a_screen_written_is_read_back_to_compare_against(tmp_path, capsys):
     screen.main(argv[:-1] + [str(tmp_path / "second"), "--against", str(tmp_path / "first" / "controller_screen.json")])
     printed = capsys.readouterr().out
     assert "c = 0.05: 0 of 2 loops moved" in printed and "c = 0.19: 0 of 2 loops moved" in printed
+
+
+def test_a_screen_judged_at_other_slopes_is_refused_as_a_comparison(tmp_path, capsys):
+    argv = ["--first-seed", "3", "--cases", "1", "--processes", "1", "--cache-dir", str(tmp_path / "cache"),
+            "--output-dir", str(tmp_path)]
+    screen.main(argv)
+    written = tmp_path / "controller_screen.json"
+    document = json.loads(written.read_text())
+    document["settings"]["slopes"] = [0.1, 0.2]
+    written.write_text(json.dumps(document))
+    with pytest.raises(SystemExit):
+        screen.main(argv + ["--against", str(written)])
+    assert "--against" in capsys.readouterr().err
