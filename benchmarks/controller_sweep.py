@@ -46,7 +46,8 @@ from benchmarks.lib import results_io
 from benchmarks.lib.frontier import (CHOSEN_AT, FrontierSummary, KnownFactor, frontier_table, known_factor,
                                      law_over_frontier, summarize_frontier)
 from benchmarks.lib.in_step import Pair, PairResult, PairSummary, Signals, pair_table, summarize_pairs, sweep_pairs
-from benchmarks.lib.references import OPENING, OPENING_STEPS, SEARCH, LawThenFixed, ToldRatio
+from benchmarks.lib.references import (ABOVE, AROUND, OPENING, OPENING_STEPS, SEARCH, LawThenFixed, LawThenReads,
+                                       ToldRatio)
 from benchmarks.lib.loops import (FIRST_REPORTED_SEED, FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SETTLE_AFTER_CHANGE,
                                   FIGURES, SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, bootstrap_interval,
                                   course_of_ratio, distribution, draw_case, grid, how_it_reads, run_controlled, run_fixed,
@@ -64,6 +65,10 @@ class Contender(str, enum.Enum):
     TOLD_R_AFTER_OPENING = "told R after an opening"  # the same after OPENING_STEPS steps at max_factor
     OPENING_THEN_BEST = "law's opening, then the best factor"  # the law until its opening ends, then the best fixed factor
     SEARCH_THEN_BEST = "law's search, then the best factor"  # the law until its search ends, then the best fixed factor
+    # The law until its search ends, then readings at the best fixed factor and 1.25 times it (or 1.25 to either
+    # side), the best read held: what confirming the peak by measuring costs (benchmarks.lib.references.LawThenReads)
+    SEARCH_THEN_READS_ABOVE = "law's search, then reads of the best factor and above"
+    SEARCH_THEN_READS_AROUND = "law's search, then reads of the best factor and either side"
     ONE_KNOWN_FACTOR = "one known factor"  # a reference: see known_factor()
 
 
@@ -71,8 +76,9 @@ def run_case(case: Case, contender: Optional[Contender] = None, factor: Optional
              progress: float = PROGRESS, copy_cost: Optional[float] = None, then_factor: float = 1.0) -> Run:
     """The case at a fixed ``factor``, or run by ``contender`` (the law or a reference), until ``progress``.
 
-    ``copy_cost``: the law's setting, for ``Contender.LAW_AT_MATCHED_C``. ``then_factor``: the
-    factor the law's opening or search is followed by (``Contender.OPENING_THEN_BEST``, ``SEARCH_THEN_BEST``).
+    ``copy_cost``: the law's setting, for ``Contender.LAW_AT_MATCHED_C``; the slope the readings are
+    valued at, for the ``SEARCH_THEN_READS`` ones. ``then_factor``: the factor the law's opening or search
+    is followed by (``Contender.OPENING_THEN_BEST``, ``SEARCH_THEN_BEST``), or read around (``SEARCH_THEN_READS``).
     """
     if factor is not None:
         return run_fixed(case, factor, progress)
@@ -82,7 +88,10 @@ def run_case(case: Case, contender: Optional[Contender] = None, factor: Optional
                   Contender.TOLD_R: lambda: ToldRatio(case),
                   Contender.TOLD_R_AFTER_OPENING: lambda: ToldRatio(case, OPENING_STEPS),
                   Contender.OPENING_THEN_BEST: lambda: LawThenFixed(law(), then_factor, OPENING),
-                  Contender.SEARCH_THEN_BEST: lambda: LawThenFixed(law(), then_factor, SEARCH)}[contender]()
+                  Contender.SEARCH_THEN_BEST: lambda: LawThenFixed(law(), then_factor, SEARCH),
+                  Contender.SEARCH_THEN_READS_ABOVE: lambda: LawThenReads(law(), then_factor, copy_cost, ABOVE),
+                  Contender.SEARCH_THEN_READS_AROUND: lambda: LawThenReads(law(), then_factor, copy_cost, AROUND),
+                  }[contender]()
     return run_controlled(case, controller, progress, pass_wait=contender == Contender.LAW_GIVEN_WAIT)
 
 
@@ -172,6 +181,9 @@ def judge(case: Case, progress: float = PROGRESS) -> tuple[list[Result], list[Kn
                          for slope in SLOPES})
         elif contender in (Contender.OPENING_THEN_BEST, Contender.SEARCH_THEN_BEST):
             runs.update({(contender, slope): then(contender, best_factor[slope]) for slope in SLOPES})
+        elif contender in (Contender.SEARCH_THEN_READS_ABOVE, Contender.SEARCH_THEN_READS_AROUND):
+            runs.update({(contender, slope): run_case(case, contender, progress=progress, copy_cost=slope,
+                                                      then_factor=best_factor[slope]) for slope in SLOPES})
         else:
             run = run_case(case, contender, progress=progress)
             runs.update({(contender, slope): run for slope in SLOPES})
@@ -301,7 +313,8 @@ def target_table(summaries: list[Summary], results: Optional[list[Result]] = Non
     """
     at = {(s.contender, s.slope): s for s in summaries}
     shown = [c for c in (Contender.TOLD_R, Contender.TOLD_R_AFTER_OPENING, Contender.OPENING_THEN_BEST,
-                         Contender.SEARCH_THEN_BEST) if (c, SLOPES[0]) in at]
+                         Contender.SEARCH_THEN_BEST, Contender.SEARCH_THEN_READS_ABOVE,
+                         Contender.SEARCH_THEN_READS_AROUND) if (c, SLOPES[0]) in at]
     rows = []
     for t in TARGETS:
         if (t.contender, t.slope) not in at:

@@ -84,7 +84,7 @@ __all__ = ["Cause", "ControllerSettings", "EchoController", "EchoDecision", "LAW
 # The law's name, saved with every replayed AutoEcho timeline (benchmarks/time_to_target.py)
 # so that timelines of another law are timed again rather than reused. A change of what
 # the law decides names a new one; its history is in docs/decisions/.
-LAW = "raises-undone-where-steps-run-no-faster-2026-11-30"
+LAW = "raises-read-afresh-by-the-objective-2026-12-02"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,8 +205,10 @@ class EchoDecision:
                                  f"there make no more than at e={self.previous_factor:g}",
             Cause.RAISE_UNDONE: f"the raise brought no faster steps, and the input is no slower: back to "
                                 f"e={self.factor:g}",
-            Cause.RAISE_WITHHELD: f"the input is behind, but the last raise from e={self.factor:g} brought no faster "
-                                  f"steps and the input is no slower since: no raise",
+            Cause.RAISE_REREAD: f"the raise ran the steps faster but trained slower (progress per second) than "
+                                f"the reading before it: reading e={self.factor:g} afresh",
+            Cause.RAISE_WITHHELD: f"the input is behind, but the last raise from e={self.factor:g} did not pay "
+                                  f"and the input is no slower since: no raise",
             Cause.FLOOD: f"the input kept up, drawing fresh batches over {FLOOD_SHARE:g} times as fast as when it was "
                          f"last behind: a lump's stock, not a fall of R; reading on at this factor (up to "
                          f"{FLOOD_READINGS} readings)",

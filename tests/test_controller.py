@@ -357,6 +357,28 @@ def test_a_raise_in_a_hold_that_brings_no_faster_steps_is_undone_until_the_input
     assert policy.next(700, behind_at(8.0, 8.0, 8.0))[1] == 8.0
 
 
+def test_a_raise_in_a_hold_whose_faster_steps_train_slower_is_judged_against_the_factor_below_read_afresh():
+    # Behind at 4 (12 steps/s, R reads 6.67): the hold raises to the knee, 7. Before it, 12 / 1.39 = 8.63
+    # steps' progress a second at c = 0.13.
+    policy = holding_at(4.0)
+    assert policy.next(300, behind_at(4.0, 12.0, 12.0)) == (Phase.HOLD, 7.0, Cause.INPUT_SLOWER)
+    # At 7 the steps run faster (13/s, R over the factor no higher), but 13 / 1.78 = 7.30 < 8.63 (the knee
+    # receding on lumps): back to 4, to read it afresh rather than trust the reading before the raise.
+    assert policy.next(400, behind_at(7.0, 13.0, 13.0)) == (Phase.HOLD, 4.0, Cause.RAISE_REREAD)
+    # Read afresh, 4 trains at 11 / 1.39 = 7.91, at least as fast as 7 did: the raise did not pay, and
+    # none is made from 4 while the input reads no slower.
+    assert policy.next(500, behind_at(4.0, 11.0, 11.0)) == (Phase.HOLD, 4.0, Cause.RAISE_UNPAID)
+    assert policy.next(600, behind_at(4.0, 11.0, 11.0)) == (Phase.HOLD, 4.0, Cause.RAISE_WITHHELD)
+
+
+def test_a_raise_read_against_the_factor_below_is_made_again_where_that_factor_now_trains_slower():
+    policy = holding_at(4.0)
+    policy.next(300, behind_at(4.0, 12.0, 12.0))
+    policy.next(400, behind_at(7.0, 13.0, 13.0))
+    # Read afresh, 4 makes 9 / 1.39 = 6.47 < 7.30: the reading before the raise drew on a stock, or R rose.
+    assert policy.next(500, behind_at(4.0, 9.0, 9.0)) == (Phase.HOLD, 7.0, Cause.RAISE_PAID)
+
+
 def test_a_raise_in_a_hold_whose_reading_finds_the_input_slower_is_not_undone():
     policy = holding_at(2.0, copy_cost=0.0)
     assert policy.next(300, behind_at(2.0, 10.0, 5.0)) == (Phase.HOLD, 8.0, Cause.INPUT_SLOWER)

@@ -6,6 +6,8 @@ measures with a margin, so that a change that makes it worse fails here in secon
 tighten them as the law improves.
 """
 
+import itertools
+
 import pytest
 
 from benchmarks import controller_sweep as sweep
@@ -53,6 +55,22 @@ def test_the_measuring_references_follow_the_law_until_its_phase_ends_then_run_t
         assert run.factors[:left.step] == law.factors[:left.step]
         assert law.factors[left.step + 1] == left.factor != 3.5
         assert set(run.factors[left.step + 1:]) == {3.5}
+
+
+def test_the_reading_references_read_each_factor_around_the_given_one_then_hold_the_best_read():
+    case = sweep.draw_case(5)
+    law = sweep.run_case(case, sweep.Contender.LAW)
+    run = sweep.run_case(case, sweep.Contender.SEARCH_THEN_READS_AROUND, then_factor=3.5, copy_cost=0.19)
+    left = next(d for d in run.decisions if d.phase not in references.SEARCH)
+    assert run.factors[:left.step] == law.factors[:left.step]
+    after = run.factors[left.step + 1:]
+    spans = [(factor, len(list(steps))) for factor, steps in itertools.groupby(after)]
+    read, held = spans[:3], spans[3:]
+    # Each read for its settling and timed steps (a call every steps_per_execution steps may end it later).
+    assert [f for f, _ in read] == [2.8, 3.5, 4.375]
+    assert all(n >= references.READ_SETTLE_STEPS + references.READ_STEPS for _, n in read)
+    # Then one of them to the end: the one whose steps made the most progress a second at c = 0.19.
+    assert len(held) <= 1 and (held[0][0] if held else read[-1][0]) in (2.8, 3.5, 4.375)
 
 
 def test_the_search_costs_at_least_what_the_opening_does_on_the_slice(sliced):

@@ -228,6 +228,22 @@ def test_replays_timed_on_another_cpu_are_dropped_with_autoechos_timeline_and_th
     assert upkeep.retime_other_machines(copy, log=lines.append) == 0  # Nothing more of another CPU's.
 
 
+def test_a_write_that_times_nothing_keeps_each_records_machine(finished, tmp_path):
+    # A record without its own stamp went by the header's machine; carrying timelines on another machine
+    # rewrites the header, and must not move that record (nor what retime_other_machines drops) with it.
+    output, *_ = finished
+    document = json.loads(output.read_text())
+    elsewhere = {**document["machine"], "cpu": "another CPU"}
+    copy = tmp_path / "time_to_target.json"
+    copy.write_text(json.dumps({**document, "machine": elsewhere, "results": {
+        **document["results"], "runs": [{k: v for k, v in r.items() if k != "machine"} for r in document["results"]["runs"]]}}))
+    upkeep.carry_timelines(copy, TINY_TASKS, log=lambda line: None)
+    assert json.loads(copy.read_text())["machine"]["cpu"] == "another CPU"
+    # So the replays still read as another CPU's, and go when this one is asked to time its own.
+    replays = sum(r["config"]["mode"] == "replay" for r in document["results"]["runs"])
+    assert replays and upkeep.retime_other_machines(copy, log=lambda line: None) == replays + 1  # and the timeline
+
+
 def test_best_echo_shuffle_minimises_the_modelled_time():
     def record(shuffle, seed, steps, fresh, reached=True):
         return sample(RunConfig("sample", "resnet", "before_augment", 4.0, shuffle, seed), steps, fresh, reached)

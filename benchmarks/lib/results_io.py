@@ -266,8 +266,12 @@ def command_line() -> str:
     return " ".join([program] + sys.argv[1:])
 
 
-def write_results(name: str, settings: dict[str, Any], results: dict[str, Any], directory: Path) -> Path:
-    """Writes ``directory/name.json`` with machine, versions, settings and results; returns its path."""
+def write_results(name: str, settings: dict[str, Any], results: dict[str, Any], directory: Path,
+                  machine_record: Optional[dict] = None) -> Path:
+    """Writes ``directory/name.json`` with machine, versions, settings and results; returns its path.
+
+    ``machine_record``: the machine the header names, if not this one (a write that measured nothing).
+    """
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.json"
     document = {
@@ -275,7 +279,7 @@ def write_results(name: str, settings: dict[str, Any], results: dict[str, Any], 
         "benchmark": name,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": command_line(),
-        "machine": machine(),
+        "machine": machine_record if machine_record is not None else machine(),
         "versions": versions(),
         "settings": settings,
         "results": results,
@@ -318,6 +322,7 @@ class ResultsFile:
         self.path = Path(path)
         self.settings = settings  # None: the file's own, as it was written
         self._file_settings: dict = {}
+        self._file_machine: Optional[dict] = None  # the header's: the machine of the file's last write
         self.key = key
         self.runs: list[dict] = []
         self.extra: dict = {}
@@ -328,6 +333,7 @@ class ResultsFile:
             return
         document = read_results(self.path)
         self._file_settings = document["settings"]
+        self._file_machine = document["machine"]
         self.runs = document["results"]["runs"]
         mine, self.extra = self.extra, {k: v for k, v in document["results"].items() if k != "runs"}
         for name, value in mine.items():
@@ -397,11 +403,11 @@ class ResultsFile:
             gone = [key_of(of) for of in dropped]
             self.runs = [record for record in self.runs if self.key(record) not in gone]
             self.extra[name] = kept
-            self._save()
+            self._save(measured=False)
         return dropped
 
     def machine_of(self, record: dict) -> Machine:
-        """The machine a record was stamped with; an unstamped one's is the file header's (its last write's)."""
+        """The machine a record was stamped with; an unstamped one's is the file header's (its last measuring write's)."""
         if "machine" in record:
             return Machine.from_record(record["machine"])
         return header(read_results(self.path)).machine if self.path.exists() else this_machine()
@@ -415,12 +421,19 @@ class ResultsFile:
             self._reload()
             dropped = [record for record in self.runs if drops(record, self.machine_of(record))]
             self.runs = [record for record in self.runs if record not in dropped]
-            self._save()
+            self._save(measured=False)
         return dropped
 
-    def _save(self) -> None:
+    def _save(self, measured: bool = True) -> None:
+        """Writes the file; its header names this machine, or where nothing was ``measured``, the one it named.
+
+        A record without a stamp (written before records were stamped) and a measurement
+        (which carries none) go by the header's machine, so a write that measures nothing
+        (dropping, relabelling) must not move them to this one.
+        """
         settings = self.settings if self.settings is not None else self._file_settings
-        write_results(self.path.stem, settings, {"runs": self.runs, **self.extra}, self.path.parent)
+        write_results(self.path.stem, settings, {"runs": self.runs, **self.extra}, self.path.parent,
+                      machine_record=None if measured else self._file_machine)
 
     @contextlib.contextmanager
     def _locked(self):

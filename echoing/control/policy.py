@@ -40,10 +40,19 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   one's time at c = 0.19:
   docs/decisions/0024-where-the-tail-errs-and-two-guards.md). A raise whose next reading
   runs the steps no faster, where R read no higher for the factor (:data:`RISE_OF_R`), is
-  undone (:attr:`Cause.RAISE_UNDONE`): steps no faster pay for no copy. No raise is made
-  from that factor again (:attr:`Cause.RAISE_WITHHELD`) until the input reads slower, or
-  the steps there run slower than they did at the raise (the reading before it drew on a
-  stock).
+  undone (:attr:`Cause.RAISE_UNDONE`): steps no faster pay for no copy. A raise whose
+  steps ran faster but that trained slower by the objective than the reading before it
+  goes back to read the factor below afresh (:attr:`Cause.RAISE_REREAD`): that reading may
+  have drawn on a stock, or R may have risen since. If the factor below trains at least
+  as fast, read afresh, the raise did not pay (:attr:`Cause.RAISE_UNPAID`); otherwise it
+  is made again (:attr:`Cause.RAISE_PAID`). Where the knee recedes (lumps), each raise
+  to the knee runs the steps a little faster and trains slower; judged by its step rate
+  alone, design seed 1196 of ``benchmarks/controller_sweep.py`` (R = 6.6, lumps of 5 into
+  a buffer of 13) ratcheted from 6.9 to 12.9 where the best fixed factor is 4.6-5.6
+  (docs/decisions/0026-a-raise-judged-by-the-objective-read-afresh.md). No raise is made
+  from the factor a raise went back to (:attr:`Cause.RAISE_WITHHELD`) until the input
+  reads slower, or the steps there run slower than they did at the raise (the reading
+  before it drew on a stock).
 * ``CLIMB``: where steps still wait at the factor held (lumpy input, small buffers: the
   step rate read is below ``s``), a raise by :data:`CLIMB_STEP` is tried if it could pay
   (the loop's rate where the input keeps up, ``s`` with the loop's pauses in, which the
@@ -224,10 +233,11 @@ class Cause(str, enum.Enum):
     SLOWER_THAN_MAX = "slower_than_max"  # the input cannot keep up even at max_factor
     STEP_SLOWER = "step_slower"  # two raises in a row brought no faster steps: the step's own rate is lower
     CLIMB = "climb"  # steps still wait for input at the factor held: a raise above it is tried
-    RAISE_PAID = "raise_paid"  # a raise above the knee trained faster: kept
-    RAISE_UNPAID = "raise_unpaid"  # a raise above the knee trained no faster: back to the factor below
+    RAISE_PAID = "raise_paid"  # a climb's raise, or a hold's against the factor below read afresh, trained faster: kept
+    RAISE_UNPAID = "raise_unpaid"  # such a raise trained no faster: back to (or kept at) the factor below
     RAISE_LIMITED = "raise_limited"  # in HOLD the input fell behind, but no raise past this factor could pay
     RAISE_UNDONE = "raise_undone"  # a raise in HOLD brought no faster steps, the input no slower: back
+    RAISE_REREAD = "raise_reread"  # a raise in HOLD ran the steps faster but trained slower: the factor below read afresh
     RAISE_WITHHELD = "raise_withheld"  # no raise from the factor a raise was undone to, the input no slower since
     FLOOD = "flood"  # the input kept up on a lump's stock (see FLOOD_SHARE): reading on at this factor
     CHECK = "check"  # a periodic check below the held factor
@@ -290,8 +300,11 @@ class Policy:
         self._after_check = False  # the search goes on from a check that kept up
         self._supply = math.nan  # fresh batches a second the input made at the last reading behind
         self._flood: tuple[float, int] = (math.nan, 0)  # (factor, readings) read on for a flood
-        self._raised: Optional[tuple[float, float, float]] = None  # (step rate, factor, R / factor) a hold's raise left
+        # (step rate, factor, R / factor, objective) of the reading a hold's raise left
+        self._raised: Optional[tuple[float, float, float, float]] = None
         self._undone: Optional[tuple[float, float, float]] = None  # (factor, R / factor, the raise's step rate)
+        # (the raised factor, its reading's objective, R / factor before the raise): the factor below is read afresh
+        self._rereading: Optional[tuple[float, float, float]] = None
         self.pull_cost: Optional[PullCost] = PullCost() if pulls_on_loop_thread else None
         self._pull_free_rate = math.nan
 
@@ -387,6 +400,9 @@ class Policy:
         # answered with STEP_SLOWER is still judged at the reading after (the sweep's seed 25:
         # 8.4 raised to 10.6, own rate lowered, then back to 8.4 as no faster). Taking it before
         # changes 21 of the 3,200 results of benchmarks/controller_sweep.py, a change of the law.
+        rereading, self._rereading = self._rereading, None
+        if rereading is not None and self.phase == Phase.HOLD and not reading.held_back:
+            return self._after_rereading(step, reading, rereading)
         raised, self._raised = self._raised, None
         if raised is not None and self.phase == Phase.HOLD and not reading.held_back:
             undone = self._undo(step, reading, raised)
@@ -442,7 +458,8 @@ class Policy:
                 self._last_raise = (reading.step_rate, reading.factor)
                 self._backoff = 1
                 if judged and not reading.held_back:
-                    self._raised = (reading.step_rate, reading.factor, reading.ratio / reading.factor)
+                    self._raised = (reading.step_rate, reading.factor, reading.ratio / reading.factor,
+                                    self.objective(reading))
                 return self._go(step, Phase.HOLD, target, cause)
             if target > reading.factor:
                 self._last_raise = (reading.step_rate, reading.factor)
@@ -507,14 +524,30 @@ class Policy:
             return math.inf if gain > 1 else reading.factor
         return 1 + (gain * (1 + self.copy_cost * (reading.factor - 1)) - 1) / self.copy_cost
 
-    def _undo(self, step: int, reading: Reading, raised: tuple[float, float, float]):
-        """Back to the factor a hold's raise left, where its reading ran the steps no faster and R did not rise; else ``None``."""
-        step_rate, factor, share = raised
-        rose = reading.input_bound and reading.ratio / reading.factor > share * RISE_OF_R
-        if rose or reading.step_rate >= step_rate * (1 + _tol(reading)):
-            return None
-        self._undone = (factor, share, reading.step_rate)
-        return self._go(step, Phase.HOLD, factor, Cause.RAISE_UNDONE)
+    def _undo(self, step: int, reading: Reading, raised: tuple[float, float, float, float]):
+        """Back to the factor a hold's raise left, where its reading ran the steps no faster, or trained slower, and R did not rise; else ``None``.
+
+        Steps no faster: undone. Steps faster but less progress a second than the reading
+        before the raise: back to read that factor afresh (:meth:`_after_rereading` judges).
+        """
+        step_rate, factor, share, value = raised
+        if reading.input_bound and reading.ratio / reading.factor > share * RISE_OF_R:
+            return None  # R rose between the two readings: a hold follows it.
+        if reading.step_rate < step_rate * (1 + _tol(reading)):
+            self._undone = (factor, share, reading.step_rate)
+            return self._go(step, Phase.HOLD, factor, Cause.RAISE_UNDONE)
+        if self.objective(reading) < value:
+            self._rereading = (reading.factor, self.objective(reading), share)
+            return self._go(step, Phase.HOLD, factor, Cause.RAISE_REREAD)
+        return None
+
+    def _after_rereading(self, step: int, reading: Reading, rereading: tuple[float, float, float]):
+        """The factor below a raise read afresh: kept where it trains at least as fast as the raise did, else the raise again."""
+        raised_factor, raised_value, share = rereading
+        if self.objective(reading) >= raised_value:
+            self._undone = (reading.factor, share, reading.step_rate)
+            return self._go(step, Phase.HOLD, reading.factor, Cause.RAISE_UNPAID)
+        return self._go(step, Phase.HOLD, raised_factor, Cause.RAISE_PAID)
 
     def _reads_on_a_flood(self, reading: Reading) -> bool:
         """Whether a reading that kept up drew on a lump's stock, and the search reads on (:data:`FLOOD_SHARE`)."""
