@@ -12,7 +12,9 @@ sweep's to the digit (``tests/test_controller_screen.py``).
 10 s after it, on 2 cores) prints p50 / p95 / worst (seed) / slower than no echo by over
 2% at each slope, and writes each loop's times to ``runs/controller_screen.json``;
 ``--against FILE`` (a screen written before, by another law) adds the loops that moved
-most, each way.
+most, each way. ``--reading-errors`` adds how far the law's readings' step rates lie from
+the long-run step rate of a fixed run at the same factor, on the loops whose R stays put,
+by how the loop reads and whether it pauses: the error of what every decision rests on.
 """
 
 from __future__ import annotations
@@ -21,12 +23,17 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import math
 import multiprocessing
+import statistics
 from pathlib import Path
+from typing import Optional
 
 from benchmarks.lib import results_io
-from benchmarks.lib.loops import (FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SLOPES, SLOWER_TOLERANCE, Distribution,
-                                  distribution, draw_case, grid, run_controlled, run_fixed, the_law)
+from benchmarks.lib.loops import (FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SLOPES, SLOWER_TOLERANCE, Change,
+                                  Distribution, distribution, draw_case, grid, how_it_reads, quantile, run_controlled,
+                                  run_fixed, the_law)
+from benchmarks.lib.tables import markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent
 # The sources a fixed factor's run depends on: a change to either draws other loops or runs them otherwise.
@@ -56,9 +63,34 @@ class LawOnLoop(results_io.Record):
     seconds: tuple[float, ...]
 
 
+# Readings before this step are left out of the reading errors: a cold start's, or a warm start's stock.
+READING_ERRORS_FROM_STEP = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadingErrors(results_io.Record):
+    """How far the law's readings' step rates lay from a fixed run's at their factor, on loops of one kind.
+
+    The error of a reading is ``log(its step rate / the fixed run's mean step rate)``, the
+    fixed run's read between the grid factors around the reading's (log-linearly).
+    """
+
+    reads: str  # how the loops read: batch by batch, or in lumps
+    paused: bool  # whether the loops pause
+    loops: int
+    readings: int
+    median_abs: float
+    p75_abs: float
+    rms: float
+    mean: float
+
+
 @dataclasses.dataclass(frozen=True)
 class ScreenResults(results_io.Record):
+    OMITTED_WHEN_NONE = ("reading_errors",)
+
     law: tuple[LawOnLoop, ...]
+    reading_errors: Optional[tuple[ReadingErrors, ...]] = None
 
 
 def fingerprint(progress: float = PROGRESS) -> str:
@@ -81,6 +113,58 @@ def law_times(seed: int, progress: float = PROGRESS, given_wait: bool = False) -
     case = draw_case(seed)
     run = run_controlled(case, the_law(case), progress, pass_wait=given_wait)
     return {slope: run.time_to_progress(progress, slope) for slope in SLOPES}
+
+
+def step_rate_at(fixed_seconds: dict[float, float], factor: float, slope: float = max(SLOPES),
+                 progress: float = PROGRESS) -> float:
+    """A fixed run's mean step rate at ``factor``, between the grid's runs (their steps over their seconds at ``slope``).
+
+    >>> round(step_rate_at({1.0: 100.0, 2.0: 60.0}, 1.5, slope=0.0, progress=1000.0), 2)  # 10 and 16.7 steps/s
+    13.48
+    """
+    factors = sorted(fixed_seconds)
+    rate = {f: progress * (1 + slope * (f - 1)) / fixed_seconds[f] for f in factors}
+    low = max([f for f in factors if f <= factor], default=factors[0])
+    high = min([f for f in factors if f >= factor], default=factors[-1])
+    if high == low:
+        return rate[low]
+    share = math.log(factor / low) / math.log(high / low)
+    return math.exp(math.log(rate[low]) + share * (math.log(rate[high]) - math.log(rate[low])))
+
+
+def reading_errors_of(seed: int, fixed_seconds: dict[float, float], progress: float = PROGRESS) -> list[float]:
+    """Each of the law's readings' errors on loop ``seed`` (none where R changes): see :class:`ReadingErrors`."""
+    case = draw_case(seed)
+    if case.change != Change.NONE:
+        return []
+    law = the_law(case)
+    run_controlled(case, law, progress)
+    return [math.log(d.reading.step_rate / step_rate_at(fixed_seconds, d.reading.factor)) for d in law.decisions
+            if d.reading is not None and d.step >= READING_ERRORS_FROM_STEP and d.reading.step_rate > 0]
+
+
+def reading_errors(seeds, fixed: dict[int, dict], processes: int = 2) -> tuple[ReadingErrors, ...]:
+    """:class:`ReadingErrors` of the loops ``seeds`` whose R stays put, by how they read and whether they pause."""
+    slope = max(SLOPES)
+    errors = dict(zip(seeds, _map(reading_errors_of, [(seed, fixed[seed][slope]) for seed in seeds], processes)))
+    rows = []
+    for reads in ("batch by batch", "in lumps"):
+        for paused in (False, True):
+            kind = [seed for seed in seeds if errors[seed] and how_it_reads(draw_case(seed)) == reads
+                    and (draw_case(seed).pause_seconds > 0) == paused]
+            values = [e for seed in kind for e in errors[seed]]
+            if values:
+                sizes = [abs(e) for e in values]
+                rows.append(ReadingErrors(reads, paused, len(kind), len(values), statistics.median(sizes),
+                                          quantile(sizes, 0.75), math.sqrt(statistics.fmean(e * e for e in values)),
+                                          statistics.fmean(values)))
+    return tuple(rows)
+
+
+def reading_errors_table(rows: tuple[ReadingErrors, ...]) -> str:
+    return markdown_table(["loops read", "paused", "loops", "readings", "median |error|", "p75 |error|", "rms", "mean"],
+                          [[r.reads, "yes" if r.paused else "no", r.loops, r.readings, f"{r.median_abs:.3f}",
+                            f"{r.p75_abs:.3f}", f"{r.rms:.3f}", f"{r.mean:+.3f}"] for r in rows])
 
 
 class FixedCache:
@@ -157,6 +241,8 @@ def main(argv=None) -> None:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--cache-dir", type=Path, default=CACHE_DIR, metavar="DIR",
                         help=f"where the fixed factors' times are kept (default {CACHE_DIR}/)")
+    parser.add_argument("--reading-errors", action="store_true",
+                        help="also how far the law's readings lie from fixed runs' step rates, by kind of loop")
     parser.add_argument("--against", type=Path, metavar="FILE",
                         help="a screen written before (its controller_screen.json): the loops that moved most")
     results_io.add_output_dir_argument(parser)
@@ -182,9 +268,15 @@ def main(argv=None) -> None:
     if before is not None:
         for slope in SLOPES:
             print(moved_lines(law, before, fixed, slope))
+    errors = None
+    if args.reading_errors:
+        errors = reading_errors(seeds, fixed, args.processes)
+        print(f"the law's readings (from step {READING_ERRORS_FROM_STEP}) against fixed runs' step rates, "
+              "log of the ratio, loops whose R stays put:")
+        print(reading_errors_table(errors))
     settings = ScreenSettings(first_seed=args.first_seed, cases=args.cases, given_wait=args.given_wait,
                               progress=PROGRESS, slopes=SLOPES, fixed_fingerprint=fingerprint())
-    results = ScreenResults(tuple(LawOnLoop(seed, tuple(law[seed][s] for s in SLOPES)) for seed in seeds))
+    results = ScreenResults(tuple(LawOnLoop(seed, tuple(law[seed][s] for s in SLOPES)) for seed in seeds), errors)
     path = results_io.write_results("controller_screen", settings.record(), results.record(), args.output_dir)
     print(f"results: {path}")
 

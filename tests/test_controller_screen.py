@@ -1,6 +1,7 @@
 """The screen of a law change (benchmarks/controller_screen.py): the sweep's figures for the law, from kept fixed factors."""
 
 import json
+import math
 import statistics
 
 import pytest
@@ -87,3 +88,27 @@ def test_a_screen_judged_at_other_slopes_is_refused_as_a_comparison(tmp_path, ca
     with pytest.raises(SystemExit):
         screen.main(argv + ["--against", str(written)])
     assert "--against" in capsys.readouterr().err
+
+
+def test_reading_errors_are_each_readings_step_rate_against_the_fixed_runs_at_its_factor(tmp_path):
+    steady = next(seed for seed in range(50) if sweep.draw_case(seed).change == sweep.Change.NONE)
+    changing = next(seed for seed in range(50) if sweep.draw_case(seed).change != sweep.Change.NONE)
+    fixed = screen.FixedCache(tmp_path).times([steady, changing], processes=1)
+    assert screen.reading_errors_of(changing, fixed[changing][0.19]) == []  # R changes: no steady rate to hold to
+    errors = screen.reading_errors_of(steady, fixed[steady][0.19])
+    case = sweep.draw_case(steady)
+    law = sweep.the_law(case)
+    sweep.run_controlled(case, law)
+    readings = [d.reading for d in law.decisions if d.reading is not None and d.step >= screen.READING_ERRORS_FROM_STEP]
+    assert len(errors) == len(readings) > 0
+    for error, reading in zip(errors, readings):
+        assert error == pytest.approx(math.log(reading.step_rate / screen.step_rate_at(fixed[steady][0.19], reading.factor)))
+
+
+def test_a_screen_with_reading_errors_writes_them_and_reads_them_back(tmp_path, capsys):
+    screen.main(["--first-seed", "0", "--cases", "12", "--processes", "1", "--cache-dir", str(tmp_path / "cache"),
+                 "--output-dir", str(tmp_path), "--reading-errors"])
+    assert "median |error|" in capsys.readouterr().out
+    _, stored = screen.results_io.typed(screen.results_io.read_results(tmp_path / "controller_screen.json"),
+                                        screen.ScreenSettings, screen.ScreenResults)
+    assert stored.reading_errors and all(r.readings > 0 and r.median_abs <= r.p75_abs for r in stored.reading_errors)
