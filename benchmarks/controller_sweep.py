@@ -48,10 +48,10 @@ from benchmarks.lib.frontier import (CHOSEN_AT, FrontierSummary, KnownFactor, fr
 from benchmarks.lib.in_step import Pair, PairResult, PairSummary, Signals, pair_table, summarize_pairs, sweep_pairs
 from benchmarks.lib.references import (ABOVE, AROUND, OPENING, OPENING_STEPS, SEARCH, LawThenFixed, LawThenReads,
                                        ToldRatio)
-from benchmarks.lib.loops import (FIRST_REPORTED_SEED, FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SETTLE_AFTER_CHANGE,
-                                  FIGURES, SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution, bootstrap_interval,
-                                  course_of_ratio, distribution, draw_case, grid, how_it_reads, run_controlled, run_fixed,
-                                  split_rows, the_law)
+from benchmarks.lib.loops import (FIRST_REPORTED_SEED, FIRST_TUNING_SEED, GRID_RATIO, NEAR_BAR, PROGRESS,
+                                  SETTLE_AFTER_CHANGE, FIGURES, SLOPES, SLOWER_TOLERANCE, Case, Change, Distribution,
+                                  bootstrap_interval, course_of_ratio, distribution, draw_case, grid, how_it_reads,
+                                  near_share, run_controlled, run_fixed, split_rows, the_law)
 from benchmarks.lib.tables import markdown_table
 
 
@@ -107,7 +107,7 @@ class Result(results_io.Record):
       max_seconds: ``max_factor``'s.
       mean_factor: the controller's mean factor over its steps.
       near_share: after a change of R, the share of steps from :data:`SETTLE_AFTER_CHANGE` after it
-        whose factor is within :data:`NEAR_BAND` of the new R; ``nan`` without a change.
+        whose factor is within :data:`benchmarks.lib.loops.NEAR_BAND` of the new R; ``nan`` without a change.
       ratio_at_or_above_max: whether R is at or above ``max_factor`` throughout.
     """
 
@@ -136,24 +136,6 @@ class Result(results_io.Record):
         return self.seconds / self.max_seconds
 
 
-# After a change of R, a factor within this band of the new R counts as near it, and a law
-# meets the change when at least NEAR_BAR of its steps are near (the table's last column).
-NEAR_BAND = (0.85, 1.5)
-NEAR_BAR = 0.9
-
-
-def near_share(case: Case, run: Run) -> float:
-    """The share of steps from :data:`SETTLE_AFTER_CHANGE` after a change of R whose factor is in :data:`NEAR_BAND` of R."""
-    if case.change == Change.NONE:
-        return math.nan
-    start = case.change_step + case.change_steps - 1 + SETTLE_AFTER_CHANGE
-    judged = [(f, min(case.max_factor, max(1.0, r))) for f, r in zip(run.factors[start:], run.ratios[start:])]
-    if not judged:
-        return math.nan
-    low, high = NEAR_BAND
-    return sum(low * r <= f <= high * r for f, r in judged) / len(judged)
-
-
 def judge(case: Case, progress: float = PROGRESS) -> tuple[list[Result], list[KnownFactor]]:
     """Every contender and slope on ``case`` (against the grid's runs, each until ``progress``), and the frontier's factors."""
     fixed = {factor: run_case(case, factor=factor, progress=progress) for factor in grid(case.max_factor)}
@@ -176,12 +158,10 @@ def judge(case: Case, progress: float = PROGRESS) -> tuple[list[Result], list[Kn
     for contender in Contender:
         if contender == Contender.ONE_KNOWN_FACTOR:
             runs.update({(contender, slope): fixed[known_factor(times_at)] for slope in SLOPES})
-        elif contender == Contender.LAW_AT_MATCHED_C:
-            runs.update({(contender, slope): run_case(case, contender, progress=progress, copy_cost=slope)
-                         for slope in SLOPES})
         elif contender in (Contender.OPENING_THEN_BEST, Contender.SEARCH_THEN_BEST):
             runs.update({(contender, slope): then(contender, best_factor[slope]) for slope in SLOPES})
-        elif contender in (Contender.SEARCH_THEN_READS_ABOVE, Contender.SEARCH_THEN_READS_AROUND):
+        elif contender in (Contender.LAW_AT_MATCHED_C, Contender.SEARCH_THEN_READS_ABOVE,
+                           Contender.SEARCH_THEN_READS_AROUND):  # each told the slope it is judged at
             runs.update({(contender, slope): run_case(case, contender, progress=progress, copy_cost=slope,
                                                       then_factor=best_factor[slope]) for slope in SLOPES})
         else:

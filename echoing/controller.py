@@ -16,7 +16,11 @@ stage's production (``e`` times the fresh batches it pulls per second, from
 ``headroom * R``. Holding, every reading that finds the input behind raises the factor
 to the new ``headroom * R`` at once, but no higher than a raise could pay: past the
 factor where steps at ``s`` would make the progress a second the reading made, copies
-cost more than they can bring. Where steps still wait at the factor held (lumpy
+cost more than they can bring. A raise whose next reading runs the steps no faster goes
+back; one whose steps ran faster but that trained slower by the objective goes back to
+read the factor below afresh, and is made again only if that factor now trains slower
+(on lumps each raise to the knee runs the steps a little faster and trains slower: the
+knee recedes). Where steps still wait at the factor held (lumpy
 input: the step rate below ``s``), it climbs: a raise of 1.25x is tried where it could
 pay and kept where it trains faster by the objective, the training progress per second
 ``T(e) / (1 + copy_cost (e - 1))`` (:func:`echoing.fit_copy_cost`). Every

@@ -231,6 +231,24 @@ def run_controlled(case: Case, controller, progress: float = PROGRESS, pass_wait
                             slope=max(SLOPES), pass_wait=pass_wait)[0]
 
 
+# After a change of R, a factor within this band of the new R counts as near it, and a law
+# meets the change when at least NEAR_BAR of its steps are near (the table's last column).
+NEAR_BAND = (0.85, 1.5)
+NEAR_BAR = 0.9
+
+
+def near_share(case: Case, run: Run) -> float:
+    """The share of steps from :data:`SETTLE_AFTER_CHANGE` after a change of R whose factor is in :data:`NEAR_BAND` of R."""
+    if case.change == Change.NONE:
+        return math.nan
+    start = case.change_step + case.change_steps - 1 + SETTLE_AFTER_CHANGE
+    judged = [(f, min(case.max_factor, max(1.0, r))) for f, r in zip(run.factors[start:], run.ratios[start:])]
+    if not judged:
+        return math.nan
+    low, high = NEAR_BAND
+    return sum(low * r <= f <= high * r for f, r in judged) / len(judged)
+
+
 def course_of_ratio(case: Case) -> str:
     """Whether R stays put, rises or falls over the case (a step or a ramp)."""
     if case.change == Change.NONE:

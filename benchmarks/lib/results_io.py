@@ -268,10 +268,7 @@ def command_line() -> str:
 
 def write_results(name: str, settings: dict[str, Any], results: dict[str, Any], directory: Path,
                   machine_record: Optional[dict] = None) -> Path:
-    """Writes ``directory/name.json`` with machine, versions, settings and results; returns its path.
-
-    ``machine_record``: the machine the header names, if not this one (a write that measured nothing).
-    """
+    """Writes ``directory/name.json`` with machine (``machine_record``, else this one's), versions, settings, results."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.json"
     document = {
@@ -425,12 +422,8 @@ class ResultsFile:
         return dropped
 
     def _save(self, measured: bool = True) -> None:
-        """Writes the file; its header names this machine, or where nothing was ``measured``, the one it named.
-
-        A record without a stamp (written before records were stamped) and a measurement
-        (which carries none) go by the header's machine, so a write that measures nothing
-        (dropping, relabelling) must not move them to this one.
-        """
+        """Writes the file; its header names this machine, or where nothing was ``measured``, the one it named:
+        unstamped records go by the header's machine, which a write that only drops or relabels must not move."""
         settings = self.settings if self.settings is not None else self._file_settings
         write_results(self.path.stem, settings, {"runs": self.runs, **self.extra}, self.path.parent,
                       machine_record=None if measured else self._file_machine)
