@@ -422,8 +422,10 @@ class ResultsFile:
         return dropped
 
     def _save(self, measured: bool = True) -> None:
-        """Writes the file; its header names this machine, or where nothing was ``measured``, the one it named:
-        unstamped records go by the header's machine, which a write that only drops or relabels must not move."""
+        """Writes the file, its header naming this machine, or where nothing was ``measured``, the one it named.
+
+        Unstamped records go by the header's machine, which a write that only drops or relabels must not move.
+        """
         settings = self.settings if self.settings is not None else self._file_settings
         write_results(self.path.stem, settings, {"runs": self.runs, **self.extra}, self.path.parent,
                       machine_record=None if measured else self._file_machine)
