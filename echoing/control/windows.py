@@ -33,6 +33,13 @@ measurements, with a :class:`LeftOut` cause, when:
   the others are :data:`IMPLAUSIBLE_SPREAD` times shorter still: then the loop timestamps
   steps when they are dispatched, not when they have run (JAX without blocking), and
   nothing is measured while that goes on (``LeftOut.IMPLAUSIBLE``).
+  Before those rules, without the wait, the factors tell
+  (:mod:`echoing.control.pauses_and_stalls`): a long interval on a lattice of steps that
+  held across a change of factor is the loop's pause, charged to the loop whatever the
+  echo stage made (a loop pauses every so many steps at any factor; the input's stalls
+  move with the factor); one at a factor where long intervals last far longer than at
+  factors above it is the input's stall, measured, and those charged as pauses at that
+  factor are taken back.
 
 A typical step is the median of the last :data:`TYPICAL_INTERVALS` intervals' per-step
 durations, so a slower input (longer steps) moves it within a few dozen steps.
@@ -65,6 +72,8 @@ import math
 import numbers
 from collections import deque
 from typing import Optional
+
+from echoing.control.pauses_and_stalls import PauseLattice, ShrinkingStalls
 
 # A step over this many times the typical step is a pause, not input: an input-bound step
 # waits R / e step-times, and the law holds e near R, so a wait of 4 step-times is a
@@ -100,6 +109,8 @@ PULL_OVERHEAD_MIN_INTERVALS = 4
 # Factors within this ratio share their pull intervals: a held factor moves by a few
 # percent at a time (a new knee), and a pull's cost does not.
 PULL_OVERHEAD_BIN = 1.1
+# Long intervals charged as pauses that a later verdict of stalls at their factor can take back.
+CHARGED_KEPT = 32
 
 
 def factor_bin(factor: float) -> int:
@@ -187,12 +198,17 @@ class StepClock:
         self._waits: Optional[bool] = None
         self._interrupted = False
         self._durations: deque = deque(maxlen=TYPICAL_INTERVALS)
-        self._long: deque = deque()  # [step, per-step seconds, seconds charged as a pause] of the recent long intervals
+        self._long: deque = deque()  # [step, per-step seconds, seconds charged as a pause, factor] of the recent long intervals
         self.implausible = False
         self._steps = 0  # of every interval timed (measured or a pause)
         self._pause_seconds = 0.0  # what the pauses took beyond typical steps
         self._pull_free: deque = deque()  # (steps, seconds) of the recent pull-free intervals
         self._pull_free_sums = [0, 0.0]  # their steps and seconds
+        # Told apart across factors (told the wait, not used): the loop's pauses by where they
+        # fall, the input's stalls by how they shrink; the long intervals charged as pauses, to take back.
+        self._lattice = PauseLattice()
+        self._stalls = ShrinkingStalls()
+        self._charged: deque = deque(maxlen=CHARGED_KEPT)
 
     def pull_free_rate(self, min_steps: int) -> float:
         """Steps per second of the recent intervals without a pull (see the module docstring); nan under ``min_steps``.
@@ -328,11 +344,32 @@ class StepClock:
         placed_by_wait = waited is not None and self._pulls is None
         if long and placed_by_wait:
             worked = waited > (seconds - steps * typical) / 2
+        on_lattice = None
+        if not placed_by_wait:
+            if long:
+                on_lattice = self._lattice.place(step, steps, float(factor))
+            else:
+                self._lattice.passed(step)
+        if long and not placed_by_wait and not on_lattice:
+            if self._stalls.note(float(factor), seconds - steps * typical):
+                # They last far longer here than at higher factors: the input's stalls, measured,
+                # and those charged as pauses at this factor are taken back (decision 0027).
+                for entry in self._charged:
+                    if entry[3] == float(factor):
+                        self._pause_seconds -= entry[2]
+                        entry[2] = 0.0
+                self._long.append([step, duration / typical, 0.0, float(factor)])
+                return interval
+        if long and on_lattice:
+            # On a lattice of steps that held across a change of factor: the loop's pause,
+            # whatever the echo stage made, and no stall's recurrence (decision 0027).
+            self._pause_seconds += seconds - steps * typical
+            return dataclasses.replace(interval, left_out=LeftOut.PAUSE) if self._opening else interval
         if long and not (placed_by_wait and worked):
             # Every long interval counts toward a recurrence, the input's own stalls and the
             # waits of a full dispatch queue alike (the echo stage may work through either);
             # told the wait, only those the loop did not wait through (a dispatch queue's are).
-            self._long.append([step, duration / typical, 0.0])
+            self._long.append([step, duration / typical, 0.0, float(factor)])
         # Steps on batches already made, that did not wait: the step's own rate (see the module docstring).
         pull_free = not long and counted == 0
         if self._pulls is not None and not long and counted > 0:
@@ -343,7 +380,7 @@ class StepClock:
                 for entry in self._long:  # Taken for pauses before they recurred: the input's stalls after all.
                     self._pause_seconds -= entry[2]
                     entry[2] = 0.0
-            if min(spread for _, spread, _ in self._long) > IMPLAUSIBLE_SPREAD:
+            if min(entry[1] for entry in self._long) > IMPLAUSIBLE_SPREAD:
                 # Between the long waits of a full dispatch queue the steps look far too fast.
                 self.implausible = True
                 self._pull_free.clear()  # Calls that returned at once: no step's own rate.
@@ -356,6 +393,7 @@ class StepClock:
         if long:
             self._long[-1][2] = seconds - steps * typical
             self._pause_seconds += self._long[-1][2]
+            self._charged.append(self._long[-1])
             return dataclasses.replace(interval, left_out=LeftOut.PAUSE) if self._opening else interval
         if pull_free:
             self._add_pull_free(steps, seconds)

@@ -1,0 +1,179 @@
+"""The loop's own pauses told from the input's stalls across a change of factor: a pause costs every factor alike, a stall does not.
+
+Without the loop's wait for input, one long interval cannot say whose it was (decision
+0019, ``docs/decisions/0019-the-wait-places-long-intervals.md``). Across factors it can:
+
+* **Where pauses fall.** A loop that pauses on its own (an evaluation, a checkpoint, a
+  logging callback) does it every so many *steps*, whatever the echo factor. The input's
+  stalls do not keep such a lattice: a lump of L batches lasts ``L e`` steps, so where
+  stalls recur at one factor, their spacing and their phase change with the factor.
+  :class:`PauseLattice` keeps the recent long intervals (those
+  :class:`echoing.control.windows.StepClock` found long) and looks for three spaced alike
+  (within one interval's width, the loop's ``steps_per_execution``) and at least
+  :data:`MIN_PERIOD_STEPS` apart. From them it predicts where the next long intervals
+  fall. Once :data:`PREDICTED_HITS` of its predictions have come true, one of them at a
+  factor at least :data:`CONFIRM_FACTOR_RATIO` from a factor that holds two long
+  intervals on it (its spacing held across the change), the lattice is *confirmed*: a
+  long interval on it is the loop's pause, whatever the echo stage made meanwhile (a
+  pause with room in the buffers lets the input work through it; without the lattice
+  that interval counted as the input's time, and every reading that held one read the
+  input as behind). A lattice whose predicted points pass :data:`MAX_MISSES` times in a
+  row without a long interval is dropped; an unconfirmed one at its first miss.
+* **How long they last.** A pause lasts as long at any factor; a stall shrinks as the
+  factor rises (each lump lasts longer against the same read). :class:`ShrinkingStalls`
+  keeps the recent long intervals off a lattice with their excess over typical steps:
+  those at a factor whose median excess is over ``1 / STALL_SHRINK`` times that of the
+  ones at factors :data:`ABOVE_RATIO` times higher or more are the input's stalls.
+
+Neither says anything where the long intervals fall at one factor only; there the clock's
+other rules stand. Where the loop gives its wait for input, the wait places each interval
+and neither is used.
+
+>>> lattice = PauseLattice()
+>>> [lattice.place(step, 1, 2.0) for step in (99, 199, 299)]  # Every 100 steps at e = 2: a lattice, not yet confirmed.
+[None, None, None]
+>>> lattice.passed(350)  # Measured intervals in between; no point has passed.
+>>> lattice.place(399, 1, 4.0), lattice.place(499, 1, 4.0)  # The factor changed; the points still fall where predicted.
+(None, True)
+>>> lattice.place(530, 1, 4.0)  # Off the lattice: not a pause by this rule.
+False
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Optional
+
+# Long intervals a lattice is looked for among: enough to hold three pauses between a
+# few stalls.
+RECENT_LONG = 12
+# Long intervals off a lattice whose excess ShrinkingStalls compares across factors.
+RECENT_EXCESS = 8
+# Factors this far above one another, and a median excess this much shorter there, tell a
+# stall from a pause: on the design seeds of benchmarks/controller_sweep.py 0.6 and 0.8
+# gave the same p95 (decision 0027), and one interval above (often the opening's at
+# max_factor) was enough where two lost what it gains.
+ABOVE_RATIO = 1.25
+STALL_SHRINK = 0.6
+# A lattice's period is at least this many steps. The sweep's loops pause every 50-1,000
+# steps (benchmarks/lib/loops.py); a period under 32 steps is likelier the stalls of a
+# lumpy input at one factor, or a dispatch queue's waits (echoing/control/windows.py's
+# IMPLAUSIBLE_SPREAD), than a loop's own pause. 16 and 48 gave the same figures on the
+# design seeds (docs/decisions/0027-pauses-and-stalls-across-factors.md).
+MIN_PERIOD_STEPS = 32
+# Predictions that must come true before the lattice is confirmed. One confirmed lattices
+# of stalls on the design seeds of benchmarks/controller_sweep.py; three confirmed the
+# pauses too late to help (decision 0027).
+PREDICTED_HITS = 2
+# A confirmed lattice's spacing held across a change of factor by at least this much: a
+# predicted long interval at a factor this far from one that holds two on the lattice. At
+# one factor the stalls of a lump of fixed size keep a lattice too, and the last stall
+# before a change can fall in step with the stalls after it.
+CONFIRM_FACTOR_RATIO = 1.1
+# Predicted points passed in a row without a long interval before a confirmed lattice is
+# dropped (a pause that grew short, or a loop that stopped pausing).
+MAX_MISSES = 2
+
+
+class PauseLattice:
+    """Long intervals on a lattice of steps that held across a change of factor: the loop's pauses (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._recent: deque = deque(maxlen=RECENT_LONG)  # (step, width, factor) of the recent long intervals
+        self._on: Optional[list] = None  # (index on the lattice, step, width, factor) of the long intervals on it
+        self._next_index = 0  # the lattice's next point not yet met or passed
+        self._predicted = 0  # predicted points met
+        self._misses = 0  # predicted points passed in a row
+        self.confirmed = False
+
+    def place(self, step: int, width: int, factor: float) -> Optional[bool]:
+        """A long interval ending at ``step`` over ``width`` steps: ``True`` on a confirmed lattice, ``False`` off it, ``None`` without one."""
+        self._recent.append((step, width, factor))
+        if self._on:
+            index = round((step - self._on[0][1]) / self._period()) + self._on[0][0]
+            if index >= self._next_index and abs(step - self._point(index)) <= self._tolerance(width):
+                self._on.append((index, step, width, factor))
+                self._next_index, self._predicted, self._misses = index + 1, self._predicted + 1, 0
+                if self._predicted >= PREDICTED_HITS and self._seen_at_two_factors():
+                    self.confirmed = True
+                return True if self.confirmed else None
+            if self.confirmed:
+                return False
+        self._look_for_one()
+        return None
+
+    def passed(self, step: int) -> None:
+        """A measured interval that was not long, ending at ``step``: each lattice point it passed is a miss."""
+        while self._on and step > self._point(self._next_index) + self._tolerance(0):
+            self._misses += 1
+            self._next_index += 1
+            if not self.confirmed or self._misses >= MAX_MISSES:
+                self._on, self.confirmed = None, False
+
+    def _seen_at_two_factors(self) -> bool:
+        """A predicted long interval at least CONFIRM_FACTOR_RATIO from a factor that held two on the lattice: its spacing held across the change."""
+        counts: dict = {}
+        for each in self._on:
+            counts[each[3]] = counts.get(each[3], 0) + 1
+        twice = [factor for factor, count in counts.items() if count >= 2]
+        predicted = [each[3] for each in self._on[3:]]
+        return any(max(a, b) >= CONFIRM_FACTOR_RATIO * min(a, b) for a in twice for b in predicted)
+
+    def _period(self) -> float:
+        (first_index, first, _, _), (last_index, last, _, _) = self._on[0], self._on[-1]
+        return (last - first) / (last_index - first_index)
+
+    def _point(self, index: int) -> float:
+        return self._on[0][1] + (index - self._on[0][0]) * self._period()
+
+    def _tolerance(self, width: int) -> int:
+        # The pause falls somewhere in the interval that ends at the step seen: up to its width apart.
+        return max([width] + [each[2] for each in self._on])
+
+    def _look_for_one(self) -> None:
+        """The last long interval and two before it spaced alike, at least MIN_PERIOD_STEPS apart: a new, unconfirmed lattice."""
+        self._on, self.confirmed = None, False
+        points = list(self._recent)
+        last, last_width, last_factor = points[-1]
+        for j in range(len(points) - 2, 0, -1):
+            middle, middle_width, middle_factor = points[j]
+            gap = last - middle
+            if gap < MIN_PERIOD_STEPS:
+                continue
+            for first, first_width, first_factor in reversed(points[:j]):
+                width = max(first_width, middle_width, last_width)
+                if abs((middle - first) - gap) < width:
+                    self._on = [(0, first, first_width, first_factor), (1, middle, middle_width, middle_factor),
+                                (2, last, last_width, last_factor)]
+                    self._next_index, self._predicted, self._misses = 3, 0, 0
+                    return
+                if middle - first > gap + width:
+                    break
+
+
+class ShrinkingStalls:
+    """Long intervals at a factor that last far longer than those at factors above it: the input's stalls (see the module docstring).
+
+    >>> stalls = ShrinkingStalls()
+    >>> stalls.note(8.0, 1.0)  # The opening at max_factor: a stall of 1 s.
+    False
+    >>> stalls.note(2.0, 3.0), stalls.note(2.0, 1.1)  # At e = 2 they last 2-3 times as long: stalls.
+    (True, True)
+    >>> pauses = ShrinkingStalls()
+    >>> [pauses.note(factor, 1.0) for factor in (8.0, 2.0, 2.0)]  # As long at any factor: not by this rule.
+    [False, False, False]
+    """
+
+    def __init__(self) -> None:
+        self._recent: deque = deque(maxlen=RECENT_EXCESS)  # (factor, seconds beyond typical steps)
+
+    def note(self, factor: float, excess: float) -> bool:
+        """A long interval at ``factor``, ``excess`` seconds longer than typical steps: whether the long ones there are stalls."""
+        self._recent.append((factor, excess))
+        here = [each for at, each in self._recent if at == factor]
+        above = [each for at, each in self._recent if at >= factor * ABOVE_RATIO]
+        return bool(above) and _upper_median(above) < STALL_SHRINK * _upper_median(here)
+
+
+def _upper_median(values: list) -> float:
+    return sorted(values)[len(values) // 2]
