@@ -85,10 +85,34 @@ def test_the_clock_charges_a_pause_on_a_confirmed_lattice_even_where_the_echo_st
 
 def test_long_intervals_that_shrink_at_higher_factors_are_stalls_and_those_that_do_not_are_not():
     stalls = ShrinkingStalls()
-    assert stalls.note(4.0, 2.0) is False  # Nothing above yet.
-    assert stalls.note(2.0, 2.1) is False  # As long as at e = 4: not by this rule.
-    assert stalls.note(1.0, 6.0) is True  # Three times as long as above it.
-    assert stalls.note(1.0, 1.0) is True  # The median there still is.
+    # Spaced so that what they cost a step does not move: only how long they last tells here.
+    assert stalls.note(4.0, 2.0, step=100, first_step=0, typical_seconds=0.01) is False  # Nothing above yet.
+    assert stalls.note(2.0, 2.1, 205, 0, 0.01) is False  # As long as at e = 4: not by this rule.
+    assert stalls.note(1.0, 6.0, 505, 0, 0.01) is True  # Three times as long as above it.
+    assert stalls.note(1.0, 1.0, 550, 0, 0.01) is True  # The median there still is.
+
+
+def test_long_intervals_as_long_at_every_factor_that_cost_each_step_more_at_lower_factors_are_stalls():
+    # Lumps of 20 batches every 15 s: a stall of about 13 s at any factor, every 20 e steps.
+    stalls = ShrinkingStalls()
+    assert stalls.note(4.0, 13.0, step=80, first_step=0, typical_seconds=0.08) is False
+    assert stalls.note(2.0, 13.5, 120, 0, 0.08) is False  # One at e = 2 is not enough.
+    assert stalls.note(2.0, 13.4, 160, 0, 0.08) is True  # Twice what they cost a step at e = 4.
+
+
+def test_what_a_long_interval_costs_a_step_counts_only_long_ones_far_enough_apart():
+    stalls = ShrinkingStalls()
+    assert stalls.note(4.0, 13.0, step=80, first_step=0, typical_seconds=0.08) is False
+    # Under 16 typical intervals' time (a dispatch queue's wait), or 32 steps from the one before alike: not counted.
+    assert stalls.note(2.0, 1.0, 120, 0, 0.08) is False
+    assert stalls.note(2.0, 13.0, 100, 0, 0.08) is False
+    assert stalls.note(2.0, 13.0, 110, 0, 0.08) is False
+
+
+def test_pauses_every_so_many_steps_cost_each_step_the_same_at_any_factor():
+    stalls = ShrinkingStalls()
+    notes = [stalls.note(factor, 1.5, step, 0, 0.08) for factor, step in ((16.0, 496), (8.0, 992), (8.0, 1488))]
+    assert notes == [False, False, False]
 
 
 def test_the_clock_takes_back_the_pauses_charged_at_a_factor_whose_long_intervals_prove_to_be_stalls():
@@ -105,6 +129,18 @@ def test_the_clock_takes_back_the_pauses_charged_at_a_factor_whose_long_interval
         if step == 249:
             assert clock.pause_per_step == pytest.approx((2.5 + 1.0) / 249)  # Both charged as pauses so far.
     assert clock.pause_per_step == pytest.approx(1.0 / 299)  # The one at e = 8 stays; e = 2's were stalls.
+
+
+def test_the_law_holds_max_factor_where_lumps_stall_as_long_at_every_factor():
+    # The sweep's seed 46 (R 9.8 over max_factor 4; lumps of 20 batches into a buffer of 3: a
+    # stall of about 13.5 s at every factor). Charged as pauses, the stalls read the input as
+    # keeping up, and the law held 2.7 on average, 1.36 times e = 4's time at c = 0.05
+    # (docs/decisions/0028-what-a-stall-costs-each-step.md).
+    case = loops.draw_case(46)
+    law = loops.run_controlled(case, loops.the_law(case))
+    at_max = loops.run_fixed(case, case.max_factor)
+    slope = min(loops.SLOPES)
+    assert law.time_to_progress(loops.PROGRESS, slope) < 1.1 * at_max.time_to_progress(loops.PROGRESS, slope)
 
 
 def test_the_law_trains_near_no_echo_where_long_pauses_let_the_input_keep_up():

@@ -19,11 +19,17 @@ Without the loop's wait for input, one long interval cannot say whose it was (de
   that interval counted as the input's time, and every reading that held one read the
   input as behind). A lattice whose predicted points pass :data:`MAX_MISSES` times in a
   row without a long interval is dropped; an unconfirmed one at its first miss.
-* **How long they last.** A pause lasts as long at any factor; a stall shrinks as the
-  factor rises (each lump lasts longer against the same read). :class:`ShrinkingStalls`
-  keeps the recent long intervals off a lattice with their excess over typical steps:
-  those at a factor whose median excess is over ``1 / STALL_SHRINK`` times that of the
-  ones at factors :data:`ABOVE_RATIO` times higher or more are the input's stalls.
+* **What they cost.** A pause lasts as long at any factor; a stall shrinks as the factor
+  rises (each lump lasts longer against the same read). :class:`ShrinkingStalls` keeps
+  the recent long intervals off a lattice with their excess over typical steps: those at
+  a factor whose median excess is over ``1 / STALL_SHRINK`` times that of the ones at
+  factors :data:`ABOVE_RATIO` times higher or more are the input's stalls. Where a lump
+  takes far longer to come than its steps take, its stall hardly shrinks, but what it
+  costs each step does: spread over the steps since the one before it alike, a pause
+  costs every step the same at any factor, and a stall ``(R / e - 1)`` times a step, less
+  as e rises. Long intervals at a factor whose median cost a step is over
+  ``1 / PER_STEP_SHRINK`` times that at factors :data:`ABOVE_RATIO` times higher are the
+  input's stalls too.
 
 Neither says anything where the long intervals fall at one factor only; there the clock's
 other rules stand. Where the loop gives its wait for input, the wait places each interval
@@ -41,6 +47,7 @@ False
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Optional
 
@@ -55,6 +62,19 @@ RECENT_EXCESS = 8
 # max_factor) was enough where two lost what it gains.
 ABOVE_RATIO = 1.25
 STALL_SHRINK = 0.6
+# What a long interval costs each step: its excess over the steps since the previous one
+# alike (an excess within ALIKE of its own), or since the clock began. Counted only where
+# the excess is over PER_STEP_MIN_EXCESS times the interval's typical time and the steps
+# since over MIN_PERIOD_STEPS (short ones are a dispatch queue's waits, whose cost a step
+# is noise: design seed 1093 lost 1.052 to 1.209 at c = 0.19 without them), and compared
+# where a factor holds PER_STEP_MIN_HERE of them. On the design seeds of
+# benchmarks/controller_sweep.py these took design seed 1077 from 1.857 to 1.375 at
+# c = 0.05 with no p95 lost; 0.6 for PER_STEP_SHRINK, or one interval at the factor, gave
+# the same figures, and 4 for the excess lost 0.002 of the p95 at c = 0.19 (decision 0028).
+ALIKE = 0.5
+PER_STEP_MIN_EXCESS = 16.0
+PER_STEP_MIN_HERE = 2
+PER_STEP_SHRINK = 0.8
 # A lattice's period is at least this many steps. The sweep's loops pause every 50-1,000
 # steps (benchmarks/lib/loops.py); a period under 32 steps is likelier the stalls of a
 # lumpy input at one factor, or a dispatch queue's waits (echoing/control/windows.py's
@@ -152,27 +172,42 @@ class PauseLattice:
 
 
 class ShrinkingStalls:
-    """Long intervals at a factor that last far longer than those at factors above it: the input's stalls (see the module docstring).
+    """Long intervals at a factor that last far longer, or cost each step far more, than those at factors above it: the input's stalls.
+
+    See the module docstring. ``step`` is where the interval ended, ``first_step`` where
+    the clock began, and ``typical_seconds`` what the interval's steps take at a typical step.
 
     >>> stalls = ShrinkingStalls()
-    >>> stalls.note(8.0, 1.0)  # The opening at max_factor: a stall of 1 s.
+    >>> stalls.note(8.0, 1.0, step=40, first_step=0, typical_seconds=0.01)  # The opening at max_factor: a stall of 1 s.
     False
-    >>> stalls.note(2.0, 3.0), stalls.note(2.0, 1.1)  # At e = 2 they last 2-3 times as long: stalls.
+    >>> stalls.note(2.0, 3.0, 100, 0, 0.01), stalls.note(2.0, 1.1, 140, 0, 0.01)  # At e = 2 they last 2-3 times as long.
     (True, True)
-    >>> pauses = ShrinkingStalls()
-    >>> [pauses.note(factor, 1.0) for factor in (8.0, 2.0, 2.0)]  # As long at any factor: not by this rule.
+    >>> lumps = ShrinkingStalls()  # Stalls of 10 s every 20 e steps: as long at e = 4 as at e = 2, but 40 steps apart there.
+    >>> [lumps.note(factor, 10.0, step, 0, 0.01) for factor, step in ((4.0, 80), (2.0, 120), (2.0, 160))]
+    [False, False, True]
+    >>> pauses = ShrinkingStalls()  # 1 s every 50 steps at any factor: not by either rule.
+    >>> [pauses.note(factor, 1.0, step, 0, 0.01) for factor, step in ((8.0, 50), (2.0, 100), (2.0, 150))]
     [False, False, False]
     """
 
     def __init__(self) -> None:
-        self._recent: deque = deque(maxlen=RECENT_EXCESS)  # (factor, seconds beyond typical steps)
+        self._recent: deque = deque(maxlen=RECENT_EXCESS)  # (factor, seconds beyond typical steps, per step or nan)
+        self._ends: deque = deque(maxlen=4 * RECENT_EXCESS)  # (step, excess) of every long interval noted
 
-    def note(self, factor: float, excess: float) -> bool:
+    def note(self, factor: float, excess: float, step: int, first_step: int, typical_seconds: float) -> bool:
         """A long interval at ``factor``, ``excess`` seconds longer than typical steps: whether the long ones there are stalls."""
-        self._recent.append((factor, excess))
-        here = [each for at, each in self._recent if at == factor]
-        above = [each for at, each in self._recent if at >= factor * ABOVE_RATIO]
-        return bool(above) and _upper_median(above) < STALL_SHRINK * _upper_median(here)
+        alike = [at for at, each in self._ends if ALIKE * excess <= each <= excess / ALIKE]
+        since = step - (alike[-1] if alike else first_step)
+        self._ends.append((step, excess))
+        counted = excess > PER_STEP_MIN_EXCESS * typical_seconds and since > MIN_PERIOD_STEPS
+        self._recent.append((factor, excess, excess / since if counted else math.nan))
+        here = [each for at, each, _ in self._recent if at == factor]
+        above = [each for at, each, _ in self._recent if at >= factor * ABOVE_RATIO]
+        if above and _upper_median(above) < STALL_SHRINK * _upper_median(here):
+            return True
+        here = [each for at, _, each in self._recent if at == factor and not math.isnan(each)]
+        above = [each for at, _, each in self._recent if at >= factor * ABOVE_RATIO and not math.isnan(each)]
+        return bool(above) and len(here) >= PER_STEP_MIN_HERE and _upper_median(above) < PER_STEP_SHRINK * _upper_median(here)
 
 
 def _upper_median(values: list) -> float:

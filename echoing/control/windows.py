@@ -209,6 +209,7 @@ class StepClock:
         self._lattice = PauseLattice()
         self._stalls = ShrinkingStalls()
         self._charged: deque = deque(maxlen=CHARGED_KEPT)
+        self._first_step: Optional[int] = None  # the first step the clock saw, where the steps before a stall are counted from
 
     def pull_free_rate(self, min_steps: int) -> float:
         """Steps per second of the recent intervals without a pull (see the module docstring); nan under ``min_steps``.
@@ -315,6 +316,8 @@ class StepClock:
         last_wait, self._last_wait = self._last_wait, input_wait
         interrupted, self._interrupted = self._interrupted, False
         if last is None:
+            if self._first_step is None:
+                self._first_step = step
             return None
         steps, seconds = step - last[0], timestamp - last[1]
         counted = (fresh - last[2]) / self.elements_per_step
@@ -351,7 +354,7 @@ class StepClock:
             else:
                 self._lattice.passed(step)
         if long and not placed_by_wait and not on_lattice:
-            if self._stalls.note(float(factor), seconds - steps * typical):
+            if self._stalls.note(float(factor), seconds - steps * typical, step, self._first_step, steps * typical):
                 # They last far longer here than at higher factors: the input's stalls, measured,
                 # and those charged as pauses at this factor are taken back (decision 0027).
                 for entry in self._charged:
