@@ -101,12 +101,16 @@ def test_long_intervals_as_long_at_every_factor_that_cost_each_step_more_at_lowe
 
 
 def test_what_a_long_interval_costs_a_step_counts_only_long_ones_far_enough_apart():
-    stalls = ShrinkingStalls()
-    assert stalls.note(4.0, 13.0, step=80, first_step=0, typical_seconds=0.08) is False
-    # Under 16 typical intervals' time (a dispatch queue's wait), or 32 steps from the one before alike: not counted.
-    assert stalls.note(2.0, 1.0, 120, 0, 0.08) is False
-    assert stalls.note(2.0, 13.0, 100, 0, 0.08) is False
-    assert stalls.note(2.0, 13.0, 110, 0, 0.08) is False
+    def at_two(typical_at_two, steps_at_two):
+        stalls = ShrinkingStalls()
+        stalls.note(4.0, 20.0, step=80, first_step=0, typical_seconds=0.5)  # 0.25 s a step.
+        return [stalls.note(2.0, 15.0, step, 0, typical_at_two) for step in steps_at_two]
+
+    assert at_two(0.1, (120, 160)) == [False, True]  # 0.375 s a step at e = 2: stalls.
+    # The same, under 16 times the interval's typical time (a dispatch queue's wait): not counted.
+    assert at_two(1.0, (120, 160)) == [False, False]
+    # The same, under 32 steps from the one before alike: not counted.
+    assert at_two(0.1, (100, 110)) == [False, False]
 
 
 def test_pauses_every_so_many_steps_cost_each_step_the_same_at_any_factor():

@@ -68,8 +68,8 @@ STALL_SHRINK = 0.6
 # since over MIN_PERIOD_STEPS (short ones are a dispatch queue's waits, whose cost a step
 # is noise: design seed 1093 lost 1.052 to 1.209 at c = 0.19 without them), and compared
 # where a factor holds PER_STEP_MIN_HERE of them. On the design seeds of
-# benchmarks/controller_sweep.py these took design seed 1077 from 1.857 to 1.375 at
-# c = 0.05 with no p95 lost; 0.6 for PER_STEP_SHRINK, or one interval at the factor, gave
+# benchmarks/controller_sweep.py these took design seed 1077 from 1.857 to 1.287 at
+# c = 0.05 (the worst loop from 1.857 to 1.375) with no p95 lost; 0.6 for PER_STEP_SHRINK, or one interval at the factor, gave
 # the same figures, and 4 for the excess lost 0.002 of the p95 at c = 0.19 (decision 0028).
 ALIKE = 0.5
 PER_STEP_MIN_EXCESS = 16.0
@@ -201,13 +201,14 @@ class ShrinkingStalls:
         self._ends.append((step, excess))
         counted = excess > PER_STEP_MIN_EXCESS * typical_seconds and since > MIN_PERIOD_STEPS
         self._recent.append((factor, excess, excess / since if counted else math.nan))
-        here = [each for at, each, _ in self._recent if at == factor]
-        above = [each for at, each, _ in self._recent if at >= factor * ABOVE_RATIO]
-        if above and _upper_median(above) < STALL_SHRINK * _upper_median(here):
-            return True
-        here = [each for at, _, each in self._recent if at == factor and not math.isnan(each)]
-        above = [each for at, _, each in self._recent if at >= factor * ABOVE_RATIO and not math.isnan(each)]
-        return bool(above) and len(here) >= PER_STEP_MIN_HERE and _upper_median(above) < PER_STEP_SHRINK * _upper_median(here)
+        return (self._shrinks_above(factor, 1, STALL_SHRINK, min_here=1)
+                or self._shrinks_above(factor, 2, PER_STEP_SHRINK, min_here=PER_STEP_MIN_HERE))
+
+    def _shrinks_above(self, factor: float, kind: int, shrink: float, min_here: int) -> bool:
+        """Whether the median of field ``kind`` (1: the excess, 2: its cost a step) at factors ABOVE_RATIO above is under ``shrink`` times ``factor``'s."""
+        here = [each[kind] for each in self._recent if each[0] == factor and not math.isnan(each[kind])]
+        above = [each[kind] for each in self._recent if each[0] >= factor * ABOVE_RATIO and not math.isnan(each[kind])]
+        return bool(above) and len(here) >= min_here and _upper_median(above) < shrink * _upper_median(here)
 
 
 def _upper_median(values: list) -> float:
