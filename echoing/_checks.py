@@ -41,9 +41,12 @@ def check_bool(name: str, value) -> bool:
 def check_number(name: str, value, *, low: Optional[float] = None, high: Optional[float] = None,
                  low_open: bool = False, high_open: bool = False) -> float:
     """``value`` as a float, if it is a finite real number within the bounds given."""
-    expected = "a finite number" + _bounds(low, high, low_open, high_open)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected {expected}, got {type(value).__name__}: {value!r:.200}")
+    # The message is built only for an error: the simulated loops check R at every step
+    # (echoing.simulation.Scenario.ratio_at), some three million times a sweep slice.
+    plain = type(value) is float or type(value) is int  # No abstract-class check for these (bool is neither).
+    if not plain and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+        raise TypeError(f"{name}: expected a finite number{_bounds(low, high, low_open, high_open)}, "
+                        f"got {type(value).__name__}: {value!r:.200}")
     number = float(value)
     inside = math.isfinite(number)
     if low is not None:
@@ -51,7 +54,7 @@ def check_number(name: str, value, *, low: Optional[float] = None, high: Optiona
     if high is not None:
         inside = inside and (number < high if high_open else number <= high)
     if not inside:
-        raise ValueError(f"{name}: expected {expected}, got {value!r}")
+        raise ValueError(f"{name}: expected a finite number{_bounds(low, high, low_open, high_open)}, got {value!r}")
     return number
 
 

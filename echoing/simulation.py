@@ -299,6 +299,7 @@ def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
     waiting = [True] * len(pipes)  # for its own batch since the last step's end
     step_ends, factors, batch_factors, ratios = [], [[] for _ in pipes], [[] for _ in pipes], [[] for _ in pipes]
     summed = 0.0
+    pulls_on_loop = any(pipe.scenario.pull_seconds for pipe in pipes)
 
     def move(now: float) -> None:
         """Everything that can happen at ``now`` without time passing."""
@@ -316,11 +317,12 @@ def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
             # batches, and the echo stage's count moves in that step (in step, the slowest trainer's delay).
             # It is part of that trainer's wait in next() too; the others wait for it in the step's
             # collective, not in their next().
-            seconds += max(pipe.scenario.pull_seconds * pipe.pulled for pipe in pipes)
-            for i, pipe in enumerate(pipes):
-                waits[i] += pipe.scenario.pull_seconds * pipe.pulled
-                pipe.fresh += ELEMENTS_PER_STEP * pipe.pulled
-                pipe.pulled = 0
+            if pulls_on_loop:  # Skipped where no pull costs the loop (it would add zeros), for speed.
+                seconds += max(pipe.scenario.pull_seconds * pipe.pulled for pipe in pipes)
+                for i, pipe in enumerate(pipes):
+                    waits[i] += pipe.scenario.pull_seconds * pipe.pulled
+                    pipe.fresh += ELEMENTS_PER_STEP * pipe.pulled
+                    pipe.pulled = 0
             stepping = (now + seconds, [pipe.output.popleft() for pipe in pipes])
 
     move(now)
@@ -337,7 +339,9 @@ def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
                 factors[i].append(pipe.factor)
                 batch_factors[i].append(made_at[i])
                 ratios[i].append(pipe.scenario.ratio_at(steps_done - 1))
-            summed += sum(progress_per_step(e, slope) for e in made_at) / len(made_at) if progress is not None else 0.0
+            if progress is not None:
+                summed += (progress_per_step(made_at[0], slope) if len(made_at) == 1
+                           else sum(progress_per_step(e, slope) for e in made_at) / len(made_at))
             if controllers is not None and (steps_done % s.steps_per_execution == 0):
                 for i, (pipe, controller) in enumerate(zip(pipes, controllers)):
                     told = {"fresh": pipe.fresh}

@@ -8,6 +8,7 @@ import datetime
 import enum
 import typing
 import fcntl
+import functools
 import json
 import os
 import platform
@@ -86,7 +87,7 @@ class Record:
         for field in fields:
             if field.name not in record:
                 raise ValueError(f"{cls.__name__}: the record has no field {field.name!r}; it has {sorted(record)}")
-        hints = typing.get_type_hints(cls)
+        hints = _hints(cls)
         read = cls(**{field.name: _read(hints.get(field.name), record[field.name]) for field in fields})
         for name in cls.WRITTEN_PROPERTIES:
             if name in record and record[name] != getattr(read, name):
@@ -125,6 +126,11 @@ def _written(value):
     if isinstance(value, dict):
         return {k: _written(v) for k, v in value.items()}
     return value
+
+
+# Once a class: get_type_hints evaluates every annotation anew, and the README's tables read
+# some 125,000 records (tests/test_readme.py took 55 s, 40 of them there).
+_hints = functools.lru_cache(maxsize=None)(typing.get_type_hints)
 
 
 def _read(kind, value):
@@ -228,13 +234,8 @@ def machine() -> dict[str, Any]:
     memory_gib = None
     if hasattr(os, "sysconf") and "SC_PHYS_PAGES" in os.sysconf_names:
         memory_gib = round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, 1)
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_gib": memory_gib,
-        "os": platform.platform(),
-        "python": sys.version.split()[0],
-    }
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": memory_gib, "os": platform.platform(),
+            "python": sys.version.split()[0]}
 
 
 def this_machine() -> Machine:
