@@ -339,9 +339,7 @@ def simulate_in_step(scenarios: Sequence[Scenario], *, factor: float = 1.0,
                 factors[i].append(pipe.factor)
                 batch_factors[i].append(made_at[i])
                 ratios[i].append(pipe.scenario.ratio_at(steps_done - 1))
-            if progress is not None:
-                summed += (progress_per_step(made_at[0], slope) if len(made_at) == 1
-                           else sum(progress_per_step(e, slope) for e in made_at) / len(made_at))
+            summed += sum(progress_per_step(e, slope) for e in made_at) / len(made_at) if progress is not None else 0.0
             if controllers is not None and (steps_done % s.steps_per_execution == 0):
                 for i, (pipe, controller) in enumerate(zip(pipes, controllers)):
                     told = {"fresh": pipe.fresh}

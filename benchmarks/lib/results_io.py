@@ -129,7 +129,7 @@ def _written(value):
 
 
 # Once a class: get_type_hints evaluates every annotation anew, and the README's tables read
-# some 125,000 records (tests/test_readme.py took 55 s, 40 of them there).
+# some 125,000 records (their check in tests/test_readme.py took 55 s with it uncached, 20 s cached).
 _hints = functools.lru_cache(maxsize=None)(typing.get_type_hints)
 
 
