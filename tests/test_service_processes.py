@@ -26,24 +26,44 @@ ELEMENT_MICROSECONDS = 5000
 
 
 class Cluster:
-    """Dispatcher and worker processes, all killed at the end."""
+    """Dispatcher and worker processes, all killed at the end.
+
+    Most of a test's time is its processes' start (each imports TensorFlow, about 10 s on
+    this machine's CPU), so the workers start side by side (:meth:`workers`), and each
+    is awaited only once all of them are under way.
+    """
 
     def __init__(self):
         self.processes = []
 
-    def start(self, *args):
+    def launch(self, *args):
         process = subprocess.Popen([sys.executable, "-m", "echoing.service", *args], stdout=subprocess.PIPE,
                                    stderr=subprocess.DEVNULL, text=True)
         self.processes.append(process)
+        return process
+
+    @staticmethod
+    def address(process, args):
         line = process.stdout.readline().split()  # "dispatcher grpc://localhost:P" or "worker localhost:Q"
         assert len(line) == 2, f"{args}: no address printed"
-        return process, line[1]
+        return line[1]
+
+    def start(self, *args):
+        process = self.launch(*args)
+        return process, self.address(process, args)
 
     def dispatcher(self, *args):
         return self.start("dispatcher", "--port", "0", "--worker-timeout-ms", "2000", *args)
 
+    def workers(self, target, count):
+        args = ("worker", "--dispatcher", target.split("://")[1], "--port", "0")
+        started = [self.launch(*args) for _ in range(count)]
+        for process in started:
+            self.address(process, args)  # Serving once it printed its address.
+        return started
+
     def worker(self, target):
-        return self.start("worker", "--dispatcher", target.split("://")[1], "--port", "0")[0]
+        return self.workers(target, 1)[0]
 
     def close(self):
         for process in self.processes:
@@ -85,8 +105,7 @@ def test_the_commands_answer_help_and_stop_cleanly_on_sigterm_and_sigint(cluster
 
 def test_training_reads_through_worker_processes_once_each_and_echoes_on_the_trainer(cluster):
     _, target = cluster.dispatcher()
-    for _ in range(2):
-        cluster.worker(target)
+    cluster.workers(target, 2)
     stats = echoing.EchoStats()
     ds = tf.data.Dataset.range(300).apply(tf_data_testing.sleep(ELEMENT_MICROSECONDS))
     ds = ds.apply(echoing.service.distribute("distributed_epoch", target)).apply(echoing.echo(2, stats=stats))
@@ -97,7 +116,7 @@ def test_training_reads_through_worker_processes_once_each_and_echoes_on_the_tra
 
 def test_a_worker_killed_mid_epoch_loses_at_most_what_it_held_and_nothing_arrives_twice(cluster):
     _, target = cluster.dispatcher()
-    workers = [cluster.worker(target) for _ in range(2)]
+    workers = cluster.workers(target, 2)
     stats = echoing.EchoStats()
     iterator = iter(echoed(target, stats=stats))
     received = [int(next(iterator)) for _ in range(400)]
@@ -124,7 +143,7 @@ def test_a_worker_killed_under_parallel_epochs_leaves_the_others_pass_and_the_co
     # fresh arrivals of each id. After a worker's SIGKILL the other's pass goes on alone:
     # nothing of its own is lost, and each id arrives once from then on.
     _, target = cluster.dispatcher()
-    workers = [cluster.worker(target) for _ in range(2)]
+    workers = cluster.workers(target, 2)
     stats = echoing.EchoStats()
     ds = paced_source().apply(echoing.service.distribute("parallel_epochs", target))
     iterator = iter(ds.apply(echoing.echo(2, stats=stats)))
@@ -270,10 +289,11 @@ with echoing.service.DispatcherWatchdog(target, timeout_seconds=5, poll_seconds=
 
 def test_a_dispatcher_that_never_comes_back_stops_the_trainer_with_a_clear_error_not_a_hang(cluster):
     dispatcher, target = cluster.dispatcher()
-    cluster.worker(target)
+    # The trainer imports TensorFlow while the worker starts.
     trainer = subprocess.Popen([sys.executable, "-c", TRAINER, target], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     try:
+        cluster.worker(target)
         assert trainer.stdout.readline().strip() == "reading"
         dispatcher.kill()
         killed = time.perf_counter()
@@ -304,7 +324,8 @@ print("the pass ended", flush=True)
 
 def test_a_finite_pass_that_never_ends_after_a_worker_loss_stops_the_trainer_with_a_clear_error(cluster):
     _, target = cluster.dispatcher()
-    workers = [cluster.worker(target) for _ in range(2)]
+    # The workers first: the trainer's watchdog would take their start for a stalled input.
+    workers = cluster.workers(target, 2)
     trainer = subprocess.Popen([sys.executable, "-c", FINITE_PASS_TRAINER, target], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
