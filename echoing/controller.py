@@ -220,6 +220,8 @@ class EchoDecision:
             Cause.PULL_COST: f"the echo stage's pulls cost the loop's thread more than copies below e={self.factor:g}",
             Cause.HELD_BACK: "another trainer's input held the steps back (this loop did not wait for its own): "
                              "keeping the factor",
+            Cause.SLOWER_BELOW: f"the input kept up below e={self.factor:g} by its count, but trained slower there "
+                                f"(progress per second): back to e={self.factor:g}",
             Cause.LEFT_OUT: f"an interval was left out of the measurement ({self.left_out})",
         }[self.cause]
         return text + figures
@@ -380,6 +382,7 @@ class EchoController:
             overhead = self._clock.pull_overhead(self.factor, OPENING_PULL_FREE_MIN_STEPS if opening else PULL_FREE_MIN_STEPS)
             if overhead is not None:
                 self._policy.pull_cost.note(self.factor, overhead)
+        self._policy.long_intervals_keep_a_lattice = self._clock.long_intervals_keep_a_lattice
         phase, factor, cause = self._policy.next(interval.end_step, reading, pull_free)
         if opening:
             self._clock.end_opening()

@@ -519,6 +519,50 @@ def test_a_search_that_goes_on_from_a_check_that_kept_up_steps_down_by_1_5():
     assert opened.next(92, keeps_up(4.0)) == (Phase.SEARCH, 2.0, Cause.KEEPS_UP)
 
 
+def test_a_lower_factor_that_trains_slower_than_the_one_above_goes_back_up_unless_pauses_keep_a_lattice():
+    def read(factor, step_rate, own_rate, ratio=math.nan):
+        return Reading(factor=factor, steps=64, step_rate=step_rate, production_rate=step_rate, error=0.05,
+                       own_rate=own_rate, input_bound=math.isfinite(ratio), ratio=ratio, complete=True)
+
+    def opened():
+        policy = Policy(max_factor=4.0, headroom=1.05, check_divisor=1.25, check_every_steps=200, copy_cost=0.13)
+        assert policy.next(28, read(4.0, 26.0, math.nan)) == (Phase.SEARCH, 2.0, Cause.OWN_RATE)
+        return policy
+
+    # The count reads "keeps up" at e = 2 (the loop rate it was held against fell with the stalls
+    # charged as pauses), but its steps ran at a sixth of e = 4's: back to 4, and hold.
+    assert opened().next(353, read(2.0, 4.0, 4.2)) == (Phase.HOLD, 4.0, Cause.SLOWER_BELOW)
+    # Behind at e = 2 with an R read low: the knee is no lower than the factor above.
+    assert opened().next(353, read(2.0, 3.4, 3.8, ratio=2.2)) == (Phase.HOLD, 4.0, Cause.SLOWER_BELOW)
+    # Steps as fast at e = 2: fewer copies, the search goes on down.
+    assert opened().next(353, read(2.0, 25.0, 26.0)) == (Phase.SEARCH, 1.0, Cause.KEEPS_UP)
+    # Where the long intervals keep a lattice of steps (the loop's pauses, which the opening's
+    # few steps missed), the rule stands aside.
+    paused = opened()
+    paused.long_intervals_keep_a_lattice = True
+    assert paused.next(353, read(2.0, 4.0, 4.2)) == (Phase.SEARCH, 1.0, Cause.KEEPS_UP)
+    # A check that trains slower than the factor it left goes back to it.
+    policy = Policy(max_factor=4.0, headroom=1.05, check_divisor=1.25, check_every_steps=200, copy_cost=0.13)
+    policy.own_rate = 26.0
+    policy.phase, policy.factor, policy.ratio, policy.held_since = Phase.HOLD, 4.0, 8.0, 0
+    policy.next(300, read(4.0, 25.0, 25.0))  # No check while behind at max_factor is not known here: a check.
+    assert policy.phase == Phase.CHECK and policy.factor == 3.2
+    assert policy.next(364, read(3.2, 6.0, 6.3)) == (Phase.HOLD, 4.0, Cause.SLOWER_BELOW)
+
+
+def test_lumps_read_whole_into_a_small_buffer_beyond_max_factor_go_back_to_max_factor():
+    # R = 8 over max_factor 4, lumps of 29 batches on average into a buffer of 2 (like the
+    # sweep's reported seed 173): the clock charges the stalls as pauses, the count reads
+    # "keeps up" at e = 2, and without the rule the search went on down. Lumps of a fixed
+    # size keep a lattice of steps at one factor, as pauses do, and there the rule stands aside.
+    scenario = Scenario(ratio=8.0, step_seconds=0.04, steps=2000, buffer_batches=2, upstream_batches=13,
+                        lump_batches=29, lump_sigma=0.94, seed=0)
+    controller, run = law(scenario, max_factor=4.0)
+    back = [d for d in controller.decisions if d.cause == Cause.SLOWER_BELOW]
+    assert back and back[0].previous_factor == 2.0 and back[0].factor == 4.0, [str(d) for d in controller.decisions]
+    assert sum(run.factors[400:]) / len(run.factors[400:]) >= 3.5
+
+
 def test_a_check_that_cannot_tell_decides_within_its_steps_and_confirms_the_knee():
     # A check just below R: the production short of the threshold by less than the
     # tolerance, for ever. A held factor's reading decides after MAX_STEPS, a check's sooner.

@@ -122,6 +122,11 @@ class PauseLattice:
         self._look_for_one()
         return None
 
+    @property
+    def found(self) -> bool:
+        """Whether a lattice holds the recent long intervals, confirmed or not yet."""
+        return self._on is not None
+
     def passed(self, step: int) -> None:
         """A measured interval that was not long, ending at ``step``: each lattice point it passed is a miss."""
         while self._on and step > self._point(self._next_index) + self._tolerance(0):

@@ -89,6 +89,26 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   that keeps up takes them to 1.16 and 1.20
   (docs/decisions/0023-the-median-is-the-search-and-one-copy-cost.md, row 1b).
 
+**The factor above.** A reading in a search or a check, at a factor below the one read
+before it, that trained slower by the objective than that reading did (beyond both
+readings' errors) goes back to that factor and holds it (:attr:`Cause.SLOWER_BELOW`),
+whether the count read the input as keeping up there or as behind with an R below the
+factor above. A lower factor has fewer copies to pay for; if it trains slower all the
+same, its steps waited, and going lower can only wait more. This places the stalls the
+clock's pause rule cannot: a lump read whole into a small buffer leaves the echo stage
+nothing to pull during its stall, as a pause with full buffers does, so the clock charges
+it to the loop, the loop rate the reading is held against falls with it, and the count
+reads "keeps up" (reported sweep seed 173: R = 8.1 over ``max_factor`` 4, lumps of 29
+into a buffer of 2; at e = 2 its steps ran at 4.0 a second against 26 at e = 4, read as
+keeping up, and the search went down to 1). Where the recent long intervals keep a
+lattice of steps (:class:`echoing.control.pauses_and_stalls.PauseLattice`, confirmed or
+not) they are likelier the loop's own pauses, which a short reading at the factor above
+can miss (the opening's 24 steps between pauses every 57: design seed 1064), and the rule
+is not applied. On the design seeds of ``benchmarks/controller_sweep.py`` it moves no p95
+by over 0.001 and takes the worst over ``max_factor`` where R stays at or above it from
+1.118 / 1.072 to 1.079 / 1.042 (c = 0.05 / 0.19); on the held-out seeds it moves neither
+(docs/decisions/0029-the-factor-above.md).
+
 **Where the echo stage pulls on the loop's own thread** (``pulls_on_loop_thread``:
 :func:`echoing.torch.echo`), a step that pulls pays for the hand-over, so ``s`` at factor
 ``e`` is ``1 / (1 / pull_free_rate + p / e)``, ``p`` the pulls' cost a fresh batch read
@@ -243,6 +263,7 @@ class Cause(str, enum.Enum):
     CHECK = "check"  # a periodic check below the held factor
     PULL_COST = "pull_cost"  # the echo stage's pulls cost the loop's thread more than the copies below this factor
     HELD_BACK = "held_back"  # another trainer's input held the steps back: the factor is kept
+    SLOWER_BELOW = "slower_below"  # the input kept up below a factor, but training there ran slower: back up
     LEFT_OUT = "left_out"  # an interval was not measured (a pause, a clock that went back, ...)
 
     def __str__(self) -> str:
@@ -307,6 +328,10 @@ class Policy:
         self._rereading: Optional[tuple[float, float, float]] = None
         self.pull_cost: Optional[PullCost] = PullCost() if pulls_on_loop_thread else None
         self._pull_free_rate = math.nan
+        self._last_reading: Optional[Reading] = None
+        self._read_above: Optional[Reading] = None  # the last reading at a higher factor than the one in force
+        # Set by the controller from its clock: the recent long intervals fall on a lattice of steps.
+        self.long_intervals_keep_a_lattice = False
 
     def floor(self) -> float:
         """The lowest factor the law runs: 1, or where the pulls cost the loop's thread, their floor."""
@@ -348,6 +373,9 @@ class Policy:
         return phase, factor, cause
 
     def _next(self, step: int, reading: Reading, pull_free_rate: float) -> tuple[Phase, float, Cause]:
+        last, self._last_reading = self._last_reading, reading
+        if last is not None and last.factor != reading.factor:
+            self._read_above = last if last.factor > reading.factor else None
         if self.phase == Phase.CHECK and reading.marginal:
             # Near R, not below it by a fall of R (see the module docstring): R from the sums.
             reading = dataclasses.replace(reading, input_bound=True, ratio=ratio_from_sums(
@@ -424,6 +452,13 @@ class Policy:
                 self._supply = reading.production_rate / reading.factor
             self.ratio = min(reading.ratio, 10 * self.max_factor)
             target = self.clip(self.headroom * self.ratio)
+            above = self._read_above
+            if (self.phase in (Phase.SEARCH, Phase.CHECK) and above is not None
+                    and target < above.factor and self._trains_slower_than(reading, above)):
+                # Behind here, and training slower than at the factor above: no lower than it
+                # (see the module docstring, "The factor above").
+                self._read_above = None
+                return self._go(step, Phase.HOLD, above.factor, Cause.SLOWER_BELOW)
             if self.phase == Phase.CHECK and self._checked_from is not None:
                 knee, held = self._checked_from
                 confirmed = abs(target / knee - 1) <= CONFIRM_BAND
@@ -489,6 +524,12 @@ class Policy:
             return self._go(step, Phase.HOLD, reading.factor, Cause.KEEPS_UP, restart_hold=False)
         if self.held_since is not None and self._reads_on_a_flood(reading):
             return self._go(step, self.phase, reading.factor, Cause.FLOOD)
+        above = self._read_above
+        if above is not None and self._trains_slower_than(reading, above):
+            # It kept up here by its count, but trained slower than at the factor above: its
+            # steps waited, in stalls the clock took for pauses (the module docstring, "The factor above").
+            self._read_above = None
+            return self._go(step, Phase.HOLD, above.factor, Cause.SLOWER_BELOW)
         self._backoff = 1
         if reading.factor <= 1:
             self.ratio = 1.0
@@ -497,6 +538,21 @@ class Policy:
         self._after_check = self.phase == Phase.CHECK or (self.phase == Phase.SEARCH and self._after_check)
         divisor = AFTER_CHECK_DIVISOR if self._after_check else 2
         return self._go(step, Phase.SEARCH, self.clip(reading.factor / divisor), Cause.KEEPS_UP)
+
+    def _trains_slower_than(self, reading: Reading, above: Reading) -> bool:
+        """Whether ``reading`` trained slower by the objective than ``above``, beyond both errors, with no pause lattice to explain it.
+
+        >>> policy = Policy(max_factor=4.0, headroom=1.05, check_divisor=1.25, check_every_steps=200, copy_cost=0.13)
+        >>> at = lambda factor, rate: Reading(factor=factor, steps=64, step_rate=rate, production_rate=rate, error=0.05,
+        ...                                   own_rate=rate, input_bound=False, ratio=math.nan, complete=True)
+        >>> policy._trains_slower_than(at(2.0, 4.0), above=at(4.0, 26.0))  # steps a sixth as fast: slower
+        True
+        >>> policy._trains_slower_than(at(2.0, 20.0), above=at(4.0, 26.0))  # fewer copies pay for the slower steps
+        False
+        """
+        if self.long_intervals_keep_a_lattice:
+            return False  # The loop's own pauses, which a reading may hold at one factor and miss at another.
+        return self.objective(reading) < self.objective(above) * (1 - _tol(reading) - _tol(above))
 
     def objective(self, reading: Reading) -> float:
         """Training progress per second at the reading's factor: its step rate times a step's progress there."""

@@ -298,6 +298,11 @@ class StepClock:
         ordered = sorted(self._durations)
         return ordered[len(ordered) // 2]
 
+    @property
+    def long_intervals_keep_a_lattice(self) -> bool:
+        """Whether the recent long intervals fall on a lattice of steps (confirmed or not): likely the loop's pauses."""
+        return self._lattice.found
+
     def observe(self, step, timestamp, fresh, factor: float, input_wait=None) -> Optional[Interval]:
         """The interval since the previous call, or None for the first call (or the first after an interrupt).
 
