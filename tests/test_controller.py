@@ -541,6 +541,11 @@ def test_a_lower_factor_that_trains_slower_than_the_one_above_goes_back_up_unles
     paused = opened()
     paused.long_intervals_keep_a_lattice = True
     assert paused.next(353, read(2.0, 4.0, 4.2)) == (Phase.SEARCH, 1.0, Cause.KEEPS_UP)
+    # Given the loop's wait, the clock placed the long intervals by it, and the count's verdict stands.
+    waited = opened()
+    told = Reading(factor=2.0, steps=64, step_rate=4.0, production_rate=4.0, error=0.05, own_rate=4.2,
+                   input_bound=False, ratio=math.nan, complete=True, wait_share=0.1)
+    assert waited.next(353, told) == (Phase.SEARCH, 1.0, Cause.KEEPS_UP)
     # A check that trains slower than the factor it left goes back to it.
     policy = Policy(max_factor=4.0, headroom=1.05, check_divisor=1.25, check_every_steps=200, copy_cost=0.13)
     policy.own_rate = 26.0
