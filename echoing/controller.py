@@ -220,8 +220,8 @@ class EchoDecision:
             Cause.PULL_COST: f"the echo stage's pulls cost the loop's thread more than copies below e={self.factor:g}",
             Cause.HELD_BACK: "another trainer's input held the steps back (this loop did not wait for its own): "
                              "keeping the factor",
-            Cause.SLOWER_BELOW: f"the input kept up below e={self.factor:g} by its count, but trained slower there "
-                                f"(progress per second): back to e={self.factor:g}",
+            Cause.SLOWER_BELOW: f"the lower factor just read trained slower (progress per second) than e={self.factor:g} "
+                                f"did, though it has fewer copies to pay for: its steps waited; back to e={self.factor:g}",
             Cause.LEFT_OUT: f"an interval was left out of the measurement ({self.left_out})",
         }[self.cause]
         return text + figures

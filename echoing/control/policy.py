@@ -264,7 +264,7 @@ class Cause(str, enum.Enum):
     CHECK = "check"  # a periodic check below the held factor
     PULL_COST = "pull_cost"  # the echo stage's pulls cost the loop's thread more than the copies below this factor
     HELD_BACK = "held_back"  # another trainer's input held the steps back: the factor is kept
-    SLOWER_BELOW = "slower_below"  # the input kept up below a factor, but training there ran slower: back up
+    SLOWER_BELOW = "slower_below"  # a lower factor trained slower than the factor read above it: back up to that one
     LEFT_OUT = "left_out"  # an interval was not measured (a pause, a clock that went back, ...)
 
     def __str__(self) -> str:
@@ -458,8 +458,7 @@ class Policy:
                     and target < above.factor and self._trains_slower_than(reading, above)):
                 # Behind here, and training slower than at the factor above: no lower than it
                 # (see the module docstring, "The factor above").
-                self._read_above = None
-                return self._go(step, Phase.HOLD, above.factor, Cause.SLOWER_BELOW)
+                return self._back_above(step)
             if self.phase == Phase.CHECK and self._checked_from is not None:
                 knee, held = self._checked_from
                 confirmed = abs(target / knee - 1) <= CONFIRM_BAND
@@ -529,8 +528,7 @@ class Policy:
         if above is not None and self._trains_slower_than(reading, above):
             # It kept up here by its count, but trained slower than at the factor above: its
             # steps waited, in stalls the clock took for pauses (the module docstring, "The factor above").
-            self._read_above = None
-            return self._go(step, Phase.HOLD, above.factor, Cause.SLOWER_BELOW)
+            return self._back_above(step)
         self._backoff = 1
         if reading.factor <= 1:
             self.ratio = 1.0
@@ -559,6 +557,11 @@ class Policy:
             # given the wait, the rule took the p95 at c = 0.19 from 1.117 to 1.139: decision 0029).
             return False
         return self.objective(reading) < self.objective(above) * (1 - _tol(reading) - _tol(above))
+
+    def _back_above(self, step: int):
+        """Back to the factor read above the one in force, held (see the module docstring, "The factor above")."""
+        factor, self._read_above = self._read_above.factor, None
+        return self._go(step, Phase.HOLD, factor, Cause.SLOWER_BELOW)
 
     def objective(self, reading: Reading) -> float:
         """Training progress per second at the reading's factor: its step rate times a step's progress there."""
