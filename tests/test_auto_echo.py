@@ -37,6 +37,19 @@ def step_rate(model):
     return rate_between(times.times, 20)
 
 
+# The two ways a search settles: a reading that found the input behind and gave R, or a lower
+# factor that trained slower than the one above it, so the law went back up (decision 0029).
+SETTLING = (echoing.Cause.MEASURED, echoing.Cause.SLOWER_BELOW)
+
+
+def assert_settled_on_its_reading(decision):
+    """The reading behind a settling decision says why it settled."""
+    if decision.cause == echoing.Cause.MEASURED:
+        assert decision.reading.input_bound, str(decision)  # The reading that gave R.
+    else:
+        assert decision.reading.factor < decision.factor, str(decision)  # It went back up.
+
+
 def limiter_for(ratio, step_rate):
     return RateLimiter(CONFIG.batch_size * step_rate / ratio)
 
@@ -44,7 +57,7 @@ def limiter_for(ratio, step_rate):
 def test_at_r_4_it_settles_between_3_and_6_and_trains_near_the_step_bound_rate(model, step_rate):
     auto, times = auto_run(model, limiter_for(4, step_rate), CONFIG, steps=320)
     holds = [d for d in auto.decisions if d.phase == "hold"]
-    assert holds and holds[0].cause == echoing.Cause.MEASURED, [str(d) for d in auto.decisions]
+    assert holds and holds[0].cause in SETTLING, [str(d) for d in auto.decisions]
     # The first estimate may read low: just after the factor falls the echo stage empties the
     # buffers upstream of it at the steps' pace. The next windows raise it (32 steps here).
     assert 3 <= holds[-1].factor <= 6, [str(d) for d in auto.decisions]
@@ -127,8 +140,9 @@ def test_fit_logs_history_decisions_tensorboard_and_sentences(tmp_path, capsys):
     phases = [d.phase for d in auto.decisions]
     assert phases[:2] == ["open", "search"] and "hold" in phases, phases
     assert all(d.reason and d.step > 0 for d in auto.decisions)
-    measured = [d for d in auto.decisions if d.cause == echoing.Cause.MEASURED]
-    assert measured and measured[0].reading.input_bound  # The reading that gave R.
+    settled = [d for d in auto.decisions if d.cause in SETTLING]
+    assert settled, [str(d) for d in auto.decisions]
+    assert_settled_on_its_reading(settled[0])
 
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("echo factor: step ")]
     assert len(printed) == len(auto.decisions)
