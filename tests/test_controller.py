@@ -536,6 +536,14 @@ def test_a_lower_factor_that_trains_slower_than_the_one_above_goes_back_up_unles
     assert opened().next(353, read(2.0, 3.4, 3.8, ratio=2.2)) == (Phase.HOLD, 4.0, Cause.SLOWER_BELOW)
     # Steps as fast at e = 2: fewer copies, the search goes on down.
     assert opened().next(353, read(2.0, 25.0, 26.0)) == (Phase.SEARCH, 1.0, Cause.KEEPS_UP)
+    # Behind at e = 2 and slower than e = 8, but R = 5.7 puts the knee between: steps there, fed by
+    # this reading's fresh batches, would train faster than e = 8 did (the ResNet replay at R = 6,
+    # benchmarks/results/time_to_target.json): the knee, not the factor above.
+    above8 = Policy(max_factor=8.0, headroom=1.05, check_divisor=1.25, check_every_steps=200, copy_cost=0.13)
+    assert above8.next(28, read(8.0, 31.6, math.nan)) == (Phase.SEARCH, 2.828, Cause.OWN_RATE)
+    behind = Reading(factor=2.828, steps=24, step_rate=16.5, production_rate=15.7, error=0.01, own_rate=31.6,
+                     input_bound=True, ratio=5.71, complete=True)
+    assert above8.next(56, behind) == (Phase.HOLD, 5.995, Cause.MEASURED)
     # Where the long intervals keep a lattice of steps (the loop's pauses, which the opening's
     # few steps missed), the rule stands aside.
     paused = opened()

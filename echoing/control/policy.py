@@ -92,8 +92,14 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
 **The factor above.** A reading in a search or a check, at a factor below the one read
 before it, that trained slower by the objective than that reading did (beyond both
 readings' errors) goes back to that factor and holds it (:attr:`Cause.SLOWER_BELOW`),
-whether the count read the input as keeping up there or as behind with an R below the
-factor above. A lower factor has fewer copies to pay for; if it trains slower all the
+where the count read the input as keeping up there, or as behind with an R whose knee
+lies below the factor above and could not train as fast: steps at the knee, at most as
+fast as the factor above's and fed by the fresh batches this reading's input made, would
+make less progress a second than the factor above did. A knee that could is held, as any
+reading behind gives: the lower factor trained slower only for waiting below the knee
+(the ResNet replay at R = 6 of ``benchmarks/time_to_target.py``: e = 2.8 behind, R = 5.7,
+went back to ``max_factor`` 8 at 1.13 times e = 6's time; decision 0030). A lower factor
+has fewer copies to pay for; if it trains slower all the
 same, its steps waited, and going lower can only wait more. This places the stalls the
 clock's pause rule cannot: a lump read whole into a small buffer leaves the echo stage
 nothing to pull during its stall, as a pause with full buffers does, so the clock charges
@@ -455,9 +461,10 @@ class Policy:
             target = self.clip(self.headroom * self.ratio)
             above = self._read_above
             if (self.phase in (Phase.SEARCH, Phase.CHECK) and above is not None
-                    and target < above.factor and self._trains_slower_than(reading, above)):
-                # Behind here, and training slower than at the factor above: no lower than it
-                # (see the module docstring, "The factor above").
+                    and target < above.factor and self._trains_slower_than(reading, above)
+                    and not self._knee_may_pay(reading, target, above)):
+                # Behind here, training slower than at the factor above, and the knee R gives
+                # could not beat it either: no lower than it (the module docstring, "The factor above").
                 return self._back_above(step)
             if self.phase == Phase.CHECK and self._checked_from is not None:
                 knee, held = self._checked_from
@@ -557,6 +564,24 @@ class Policy:
             # given the wait, the rule took the p95 at c = 0.19 from 1.117 to 1.139: decision 0029).
             return False
         return self.objective(reading) < self.objective(above) * (1 - _tol(reading) - _tol(above))
+
+    def _knee_may_pay(self, reading: Reading, knee: float, above: Reading) -> bool:
+        """Whether steps at ``knee``, fed by the fresh batches this reading's input made, could train as fast as ``above`` did.
+
+        The steps there run no faster than ``above``'s did (the step's rate, as far as it was
+        read) and no faster than the input feeds them.
+
+        >>> policy = Policy(max_factor=8.0, headroom=1.05, check_divisor=1.25, check_every_steps=200, copy_cost=0.13)
+        >>> at = lambda factor, rate, made: Reading(factor=factor, steps=24, step_rate=rate, production_rate=made,
+        ...                                         error=0.01, own_rate=31.6, input_bound=True, ratio=5.7, complete=True)
+        >>> policy._knee_may_pay(at(2.828, 16.5, 15.7), knee=6.0, above=at(8.0, 31.6, 31.6))  # 31.6 steps/s at e = 6
+        True
+        >>> policy._knee_may_pay(at(2.828, 8.0, 8.0), knee=6.0, above=at(8.0, 31.6, 31.6))  # the input feeds 17 at e = 6
+        False
+        """
+        fresh = reading.production_rate / reading.factor
+        steps = min(above.step_rate, knee * fresh)
+        return progress_per_second(steps, knee, self.copy_cost) >= self.objective(above)
 
     def _back_above(self, step: int):
         """Back to the factor read above the one in force, held (see the module docstring, "The factor above")."""
