@@ -244,6 +244,9 @@ def parse_arguments(argv=None) -> tuple[argparse.Namespace, BenchmarkPlan]:
     parser.add_argument("--retime-other-machines", action="store_true",
                         help="drop the timed replays (fixed factors and AutoEcho's timelines) that another CPU made, "
                              "with AutoEcho's runs trained on them, so that the next run times them again here, and stop")
+    parser.add_argument("--retime-beside-autoecho", action="store_true",
+                        help="drop the fixed factors' replays that another CPU timed for a task, R and seed whose "
+                             "AutoEcho replay this CPU timed, so that the next run times them again beside it, and stop")
     parser.add_argument("--time-only", action="store_true",
                         help="only the timed replays (run alone); AutoEcho's training on them follows in a run without it")
     args = parser.parse_args(argv)
@@ -291,6 +294,9 @@ def main(argv=None) -> None:
     output = args.output or args.output_dir / f"{results_file}.json"
     if args.retime_other_machines:
         print(f"{output}: {upkeep.retime_other_machines(output)} dropped, timed on another CPU than this one")
+        return
+    if args.retime_beside_autoecho:
+        print(f"{output}: {upkeep.retime_beside_autoecho(output)} dropped, timed on another CPU than their seed's AutoEcho replay")
         return
     if args.carry_timelines:
         carried, dropped = upkeep.carry_timelines(output, TASKS)

@@ -228,6 +228,27 @@ def test_replays_timed_on_another_cpu_are_dropped_with_autoechos_timeline_and_th
     assert upkeep.retime_other_machines(copy, log=lines.append) == 0  # Nothing more of another CPU's.
 
 
+def test_fixed_replays_another_cpu_timed_beside_an_autoecho_replay_timed_here_are_dropped_and_no_others(finished, tmp_path):
+    output, *_ = finished
+    document = json.loads(output.read_text())
+    elsewhere = {**document["machine"], "cpu": "another CPU"}
+    # The fixed factors' replays are another CPU's; AutoEcho's replay (R = 2, seed 0) is this one's.
+    runs = [{**r, "machine": elsewhere} if r["config"]["mode"] == "replay" and not r["config"]["auto_echo"] else r
+            for r in document["results"]["runs"]]
+    copy = tmp_path / "time_to_target.json"
+    copy.write_text(json.dumps({**document, "results": {**document["results"], "runs": runs}}))
+    lines = []
+    fixed = sum(r["config"]["mode"] == "replay" and not r["config"]["auto_echo"] for r in runs)
+    assert fixed and upkeep.retime_beside_autoecho(copy, log=lines.append) == fixed == len(lines)
+    results = json.loads(copy.read_text())["results"]
+    assert [r["config"]["auto_echo"] for r in results["runs"] if r["config"]["mode"] == "replay"] == [True]
+    assert results["auto_echo_timelines"] == document["results"]["auto_echo_timelines"]  # AutoEcho's stays.
+    # Where AutoEcho's replay is another CPU's too, its seed's fixed factors are left alone.
+    all_elsewhere = [{**r, "machine": elsewhere} if r["config"]["mode"] == "replay" else r for r in document["results"]["runs"]]
+    copy.write_text(json.dumps({**document, "results": {**document["results"], "runs": all_elsewhere}}))
+    assert upkeep.retime_beside_autoecho(copy, log=lines.append) == 0
+
+
 def test_a_write_that_times_nothing_keeps_each_records_machine(finished, tmp_path):
     # A record without its own stamp went by the header's machine; carrying timelines on another machine
     # rewrites the header, and must not move that record (nor what retime_other_machines drops) with it.

@@ -3,7 +3,8 @@
 A saved AutoEcho timeline carries the name of the law that timed it, and a replay's time
 per step is its machine's. :func:`carry_timelines` relabels the timelines that today's law
 decides alike and drops the others; :func:`retime_other_machines` drops what another CPU
-timed. Either leaves the file for the next ``python -m benchmarks.time_to_target`` to fill
+timed, and :func:`retime_beside_autoecho` only the fixed factors' replays another CPU
+timed beside an AutoEcho replay this one timed. Each leaves the file for the next ``python -m benchmarks.time_to_target`` to fill
 again (``--time-only``, alone on the machine, then the training on the new timelines).
 
 >>> timeline = AutoEchoTimeline(seconds=(0.1,), factors=(1.0,), startup_seconds=0.0, decisions=(), fresh=None)
@@ -87,3 +88,29 @@ def retime_other_machines(output: Path, log=print) -> int:
         "auto_echo_timelines", lambda of, value: None if timed_on.get(RunConfig.from_record(of), file_cpu) != cpu else value,
         key_of=RunConfig.from_record)
     return len(runs) + len(timelines)
+
+
+def retime_beside_autoecho(output: Path, log=print) -> int:
+    """Drops the fixed factors' replays another CPU timed for a task, R and seed whose AutoEcho replay this CPU timed.
+
+    After a change of the law, only the timelines it decides otherwise are timed again, on
+    whatever machine the session has; this puts each such seed's fixed factors on the same
+    CPU as its AutoEcho replay, without timing every other seed again. Returns how many
+    records were dropped.
+    """
+    cpu = results_io.this_machine().cpu
+    results = results_io.ResultsFile(output, None, key=lambda record: read_run(record).config)
+    here = {(config.task, config.ratio, config.seed) for record in results.runs
+            for config in [read_run(record).config]
+            if config.mode == Mode.REPLAY and config.auto_echo and results.machine_of(record).cpu == cpu}
+
+    def beside_one_timed_here(record, machine) -> bool:
+        config = read_run(record).config
+        return (config.mode == Mode.REPLAY and not config.auto_echo and machine.cpu != cpu
+                and (config.task, config.ratio, config.seed) in here)
+
+    runs = results.drop(beside_one_timed_here)
+    for record in runs:
+        log(f"{read_run(record).config.describe()}: timed on another CPU ({results.machine_of(record).cpu}) than its "
+            "seed's AutoEcho replay, dropped: time it again")
+    return len(runs)
