@@ -4,8 +4,9 @@ A saved AutoEcho timeline carries the name of the law that timed it, and a repla
 per step is its machine's. :func:`carry_timelines` relabels the timelines that today's law
 decides alike and drops the others; :func:`retime_other_machines` drops what another CPU
 timed, and :func:`retime_beside_autoecho` only the fixed factors' replays another CPU
-timed beside an AutoEcho replay this one timed. Each leaves the file for the next ``python -m benchmarks.time_to_target`` to fill
-again (``--time-only``, alone on the machine, then the training on the new timelines).
+timed beside an AutoEcho replay this one timed. Each leaves the file for the next
+``python -m benchmarks.time_to_target`` to fill again (``--time-only``, alone on the
+machine, then the training on the new timelines).
 
 >>> timeline = AutoEchoTimeline(seconds=(0.1,), factors=(1.0,), startup_seconds=0.0, decisions=(), fresh=None)
 >>> run = RunConfig("replay", "resnet", "before_augment", None, 0, 0, 2.0, auto_echo=True, max_factor=8.0)

@@ -99,8 +99,8 @@ make less progress a second than the factor above did. A knee that could is held
 reading behind gives: the lower factor trained slower only for waiting below the knee
 (the ResNet replay at R = 6 of ``benchmarks/time_to_target.py``: e = 2.8 behind, R = 5.7,
 went back to ``max_factor`` 8 at 1.13 times e = 6's time; decision 0030). A lower factor
-has fewer copies to pay for; if it trains slower all the
-same, its steps waited, and going lower can only wait more. This places the stalls the
+has fewer copies to pay for; if it trains slower all the same, its steps waited, and
+going lower can only wait more. This places the stalls the
 clock's pause rule cannot: a lump read whole into a small buffer leaves the echo stage
 nothing to pull during its stall, as a pause with full buffers does, so the clock charges
 it to the loop, the loop rate the reading is held against falls with it, and the count
