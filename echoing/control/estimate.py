@@ -128,6 +128,11 @@ class Reading:
     marginal: bool = False
     made_rate: float = math.nan
 
+    @property
+    def fresh_rate(self) -> float:
+        """Fresh batches per second the reading's input made: ``production_rate / factor``."""
+        return self.production_rate / self.factor
+
 
 def ratio_from_sums(factor: float, own_rate: float, production: float) -> float:
     """R from a reading's sums: ``factor * own_rate / production`` (``inf`` where nothing was made).

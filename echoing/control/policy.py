@@ -456,7 +456,7 @@ class Policy:
             return self._climb(step, reading) or self._go(step, Phase.HOLD, reading.factor, Cause.RAISE_PAID)
         if reading.input_bound:
             if reading.production_rate > 0:
-                self._supply = reading.production_rate / reading.factor
+                self._supply = reading.fresh_rate
             self.ratio = min(reading.ratio, 10 * self.max_factor)
             target = self.clip(self.headroom * self.ratio)
             above = self._read_above
@@ -579,8 +579,7 @@ class Policy:
         >>> policy._knee_may_pay(at(2.828, 8.0, 8.0), knee=6.0, above=at(8.0, 31.6, 31.6))  # the input feeds 17 at e = 6
         False
         """
-        fresh = reading.production_rate / reading.factor
-        steps = min(above.step_rate, knee * fresh)
+        steps = min(above.step_rate, knee * reading.fresh_rate)
         return progress_per_second(steps, knee, self.copy_cost) >= self.objective(above)
 
     def _back_above(self, step: int):
@@ -641,7 +640,7 @@ class Policy:
 
     def _reads_on_a_flood(self, reading: Reading) -> bool:
         """Whether a reading that kept up drew on a lump's stock, and the search reads on (:data:`FLOOD_SHARE`)."""
-        fresh = reading.production_rate / reading.factor
+        fresh = reading.fresh_rate
         if not fresh > FLOOD_SHARE * self._supply:
             return False
         factor, readings = self._flood
