@@ -12,7 +12,10 @@ sweep's to the digit (``tests/test_controller_screen.py``).
 10 s after it, on 2 cores) prints p50 / p95 / worst (seed) / slower than no echo by over
 2% at each slope, and writes each loop's times to ``runs/controller_screen.json``;
 ``--against FILE`` (a screen written before, by another law) adds the loops that moved
-most, each way. ``--reading-errors`` adds how far the law's readings' step rates lie from
+most, each way. ``--family deep-stock`` screens the loops of
+:mod:`benchmarks.lib.deep_stock` instead (lumpy reads into a deep upstream stock, as the
+Transformer replay's pipeline has), and adds what a fixed factor at 1.05 R, the told-R
+reference held from the first step, takes there: its R stays put. ``--reading-errors`` adds how far the law's readings' step rates lie from
 the long-run step rate of a fixed run at the same factor, on the loops whose R stays put,
 by how the loop reads and whether it pauses: the error of what every decision rests on.
 """
@@ -27,10 +30,12 @@ import math
 import multiprocessing
 import statistics
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from benchmarks.lib import results_io
-from benchmarks.lib.loops import (FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SLOPES, SLOWER_TOLERANCE, Change,
+from benchmarks.lib.references import HEADROOM as TOLD_HEADROOM
+from benchmarks.lib.deep_stock import DEEP_STOCK_PROGRESS, draw_deep_stock_case
+from benchmarks.lib.loops import (FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SLOPES, SLOWER_TOLERANCE, Case, Change,
                                   Distribution, distribution, draw_case, grid, how_it_reads, quantile, run_controlled,
                                   run_fixed, the_law)
 from benchmarks.lib.tables import markdown_table
@@ -44,6 +49,24 @@ MOVED = 0.0005
 
 
 @dataclasses.dataclass(frozen=True)
+class Family:
+    """A family of loops a screen runs: how a seed's loop is drawn, the progress it runs to, what its runs depend on."""
+
+    name: str
+    draw: Callable[[int], Case]
+    progress: float
+    sources: tuple[str, ...]
+    constant_ratio: bool  # every loop keeps its R: a fixed factor at 1.05 R is the told-R reference
+
+
+FAMILIES = {
+    "sweep": Family("sweep", draw_case, PROGRESS, FIXED_RUN_SOURCES, constant_ratio=False),
+    "deep-stock": Family("deep-stock", draw_deep_stock_case, DEEP_STOCK_PROGRESS,
+                         FIXED_RUN_SOURCES + ("benchmarks/lib/deep_stock.py",), constant_ratio=True),
+}
+
+
+@dataclasses.dataclass(frozen=True)
 class ScreenSettings(results_io.Record):
     """What a screen ran: its loops' seeds, whether the law was given the wait, and the fixed runs' fingerprint."""
 
@@ -53,6 +76,7 @@ class ScreenSettings(results_io.Record):
     progress: float
     slopes: tuple[float, ...]
     fixed_fingerprint: str
+    family: str = "sweep"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,26 +117,37 @@ class ScreenResults(results_io.Record):
     reading_errors: Optional[tuple[ReadingErrors, ...]] = None
 
 
-def fingerprint(progress: float = PROGRESS) -> str:
+def fingerprint(family: Family = FAMILIES["sweep"]) -> str:
     """What every cached fixed-factor time depends on: the sources that run it, the progress, the grid and the slopes."""
-    digest = hashlib.sha256(repr((progress, GRID_RATIO, SLOPES)).encode())
-    for name in FIXED_RUN_SOURCES:
+    digest = hashlib.sha256(repr((family.progress, GRID_RATIO, SLOPES)).encode())
+    for name in family.sources:
         digest.update((ROOT / name).read_bytes())
     return digest.hexdigest()[:16]
 
 
-def fixed_times(seed: int, progress: float = PROGRESS) -> dict[float, dict[float, float]]:
-    """Seconds to ``progress`` of each fixed factor of the grid on loop ``seed``, at each slope: ``{slope: {factor: s}}``."""
-    case = draw_case(seed)
-    runs = {factor: run_fixed(case, factor, progress) for factor in grid(case.max_factor)}
-    return {slope: {factor: run.time_to_progress(progress, slope) for factor, run in runs.items()} for slope in SLOPES}
+def fixed_times(seed: int, family: Family = FAMILIES["sweep"]) -> dict[float, dict[float, float]]:
+    """Seconds to the progress of each fixed factor of the grid on loop ``seed``, at each slope: ``{slope: {factor: s}}``."""
+    case = family.draw(seed)
+    runs = {factor: run_fixed(case, factor, family.progress) for factor in grid(case.max_factor)}
+    return {slope: {factor: run.time_to_progress(family.progress, slope) for factor, run in runs.items()}
+            for slope in SLOPES}
 
 
-def law_times(seed: int, progress: float = PROGRESS, given_wait: bool = False) -> dict[float, float]:
-    """Seconds to ``progress`` of this checkout's law on loop ``seed``, at each slope (``given_wait``: told the loop's wait)."""
-    case = draw_case(seed)
-    run = run_controlled(case, the_law(case), progress, pass_wait=given_wait)
-    return {slope: run.time_to_progress(progress, slope) for slope in SLOPES}
+def law_times(seed: int, family: Family = FAMILIES["sweep"], given_wait: bool = False) -> dict[float, float]:
+    """Seconds to the progress of this checkout's law on loop ``seed``, at each slope (``given_wait``: told the loop's wait)."""
+    case = family.draw(seed)
+    run = run_controlled(case, the_law(case), family.progress, pass_wait=given_wait)
+    return {slope: run.time_to_progress(family.progress, slope) for slope in SLOPES}
+
+
+def told_ratio_times(seeds, fixed: dict[int, dict], family: Family) -> dict[int, dict]:
+    """The grid's fixed factor nearest 1.05 R on each loop, at each slope: the told-R reference, where R stays put."""
+    times = {}
+    for seed in seeds:
+        knee = TOLD_HEADROOM * family.draw(seed).ratio
+        times[seed] = {slope: by_factor[min(by_factor, key=lambda f: abs(math.log(f / knee)))]
+                       for slope, by_factor in fixed[seed].items()}
+    return times
 
 
 def step_rate_at(fixed_seconds: dict[float, float], factor: float, slope: float = max(SLOPES),
@@ -170,9 +205,10 @@ def reading_errors_table(rows: tuple[ReadingErrors, ...]) -> str:
 class FixedCache:
     """Each loop's fixed-factor times, kept in ``directory`` under the current :func:`fingerprint`."""
 
-    def __init__(self, directory: Path = CACHE_DIR, progress: float = PROGRESS) -> None:
-        self.path = Path(directory) / f"fixed-{fingerprint(progress)}.json"
-        self.progress = progress
+    def __init__(self, directory: Path = CACHE_DIR, family: Family = FAMILIES["sweep"]) -> None:
+        prefix = "fixed" if family.name == "sweep" else f"fixed-{family.name}"
+        self.path = Path(directory) / f"{prefix}-{fingerprint(family)}.json"
+        self.family = family
         self._times: dict[int, dict] = {}
         if self.path.exists():
             stored = json.loads(self.path.read_text())
@@ -183,7 +219,7 @@ class FixedCache:
         """The times of ``seeds``, run for those not kept yet (and then kept)."""
         missing = [seed for seed in seeds if seed not in self._times]
         if missing:
-            self._times.update(zip(missing, _map(fixed_times, [(seed, self.progress) for seed in missing], processes)))
+            self._times.update(zip(missing, _map(fixed_times, [(seed, self.family) for seed in missing], processes)))
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text(json.dumps({str(seed): self._times[seed] for seed in sorted(self._times)}))
@@ -224,11 +260,11 @@ def moved_lines(law: dict[int, dict], before: dict[int, dict], fixed: dict[int, 
     return f"c = {slope:g}: {len(moved)} of {len(then)} loops moved; faster: {text(faster)}; slower: {text(slower)}"
 
 
-def screen(seeds, processes: int = 2, progress: float = PROGRESS, given_wait: bool = False,
+def screen(seeds, processes: int = 2, family: Family = FAMILIES["sweep"], given_wait: bool = False,
            cache_dir: Path = CACHE_DIR) -> tuple[dict, dict]:
     """This checkout's law on ``seeds`` and the loops' fixed factors: ``(law, fixed)``, each by seed, then slope."""
-    fixed = FixedCache(cache_dir, progress).times(list(seeds), processes)
-    law = dict(zip(seeds, _map(law_times, [(seed, progress, given_wait) for seed in seeds], processes)))
+    fixed = FixedCache(cache_dir, family).times(list(seeds), processes)
+    law = dict(zip(seeds, _map(law_times, [(seed, family, given_wait) for seed in seeds], processes)))
     return law, fixed
 
 
@@ -236,7 +272,10 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--first-seed", type=int, default=FIRST_TUNING_SEED,
                         help=f"the first loop's seed (default {FIRST_TUNING_SEED}, the design seeds; 1200: held out)")
-    parser.add_argument("--cases", type=int, default=200, help="loops to run (default 200)")
+    parser.add_argument("--cases", type=int, default=None,
+                        help="loops to run (default 200 of the sweep's family, 100 of deep-stock)")
+    parser.add_argument("--family", choices=sorted(FAMILIES), default="sweep",
+                        help="the loops: the controller sweep's (default), or deep-stock (benchmarks/lib/deep_stock.py)")
     parser.add_argument("--given-wait", action="store_true", help="give the law the loop's wait for input too")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--cache-dir", type=Path, default=CACHE_DIR, metavar="DIR",
@@ -247,6 +286,11 @@ def main(argv=None) -> None:
                         help="a screen written before (its controller_screen.json): the loops that moved most")
     results_io.add_output_dir_argument(parser)
     args = parser.parse_args(argv)
+    family = FAMILIES[args.family]
+    if args.cases is None:
+        args.cases = 200 if family.name == "sweep" else 100
+    if args.reading_errors and family.name != "sweep":
+        parser.error(f"--reading-errors: kept by kind of loop of the sweep's family, not --family {family.name}")
     for name, value, low in (("--cases", args.cases, 1), ("--processes", args.processes, 1)):
         if value < low:
             parser.error(f"{name}: expected a whole number >= {low}, got {value!r}")
@@ -255,16 +299,25 @@ def main(argv=None) -> None:
         if not args.against.is_file():
             parser.error(f"--against: expected a screen's results file, got {str(args.against)!r}, which is not a file")
         settings, stored = results_io.typed(results_io.read_results(args.against), ScreenSettings, ScreenResults)
-        if settings.slopes != SLOPES or settings.progress != PROGRESS:
+        if settings.family != family.name:
+            parser.error(f"--against: {str(args.against)!r} screened the {settings.family} family, "
+                         f"this screen the {family.name} family")
+        if settings.slopes != SLOPES or settings.progress != family.progress:
             parser.error(f"--against: {str(args.against)!r} was judged at slopes {settings.slopes} and progress "
-                         f"{settings.progress:g}, this checkout at {SLOPES} and {PROGRESS:g}")
+                         f"{settings.progress:g}, this checkout at {SLOPES} and {family.progress:g}")
         before = {loop.seed: dict(zip(settings.slopes, loop.seconds)) for loop in stored.law}
     seeds = list(range(args.first_seed, args.first_seed + args.cases))
-    law, fixed = screen(seeds, args.processes, given_wait=args.given_wait, cache_dir=args.cache_dir)
-    print(f"law on seeds {seeds[0]}-{seeds[-1]}{', given the wait' if args.given_wait else ''}, over the best fixed "
-          f"factor: p50 / p95 / worst (seed) / slower than no echo (by over {SLOWER_TOLERANCE:.0%})")
+    law, fixed = screen(seeds, args.processes, family, given_wait=args.given_wait, cache_dir=args.cache_dir)
+    family_text = "" if family.name == "sweep" else f" of the {family.name} family"
+    print(f"law on seeds {seeds[0]}-{seeds[-1]}{family_text}{', given the wait' if args.given_wait else ''}, over the "
+          f"best fixed factor: p50 / p95 / worst (seed) / slower than no echo (by over {SLOWER_TOLERANCE:.0%})")
     for slope in SLOPES:
         print(summary_line(law, fixed, slope))
+    if family.constant_ratio:
+        told = told_ratio_times(seeds, fixed, family)
+        print(f"a fixed factor at {TOLD_HEADROOM:g} R (the grid's nearest), the told-R reference, on the same loops:")
+        for slope in SLOPES:
+            print(summary_line(told, fixed, slope))
     if before is not None:
         for slope in SLOPES:
             print(moved_lines(law, before, fixed, slope))
@@ -275,7 +328,8 @@ def main(argv=None) -> None:
               "log of the ratio, loops whose R stays put:")
         print(reading_errors_table(errors))
     settings = ScreenSettings(first_seed=args.first_seed, cases=args.cases, given_wait=args.given_wait,
-                              progress=PROGRESS, slopes=SLOPES, fixed_fingerprint=fingerprint())
+                              progress=family.progress, slopes=SLOPES, fixed_fingerprint=fingerprint(family),
+                              family=family.name)
     results = ScreenResults(tuple(LawOnLoop(seed, tuple(law[seed][s] for s in SLOPES)) for seed in seeds), errors)
     path = results_io.write_results("controller_screen", settings.record(), results.record(), args.output_dir)
     print(f"results: {path}")

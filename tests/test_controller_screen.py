@@ -60,7 +60,8 @@ def test_the_summary_reads_the_distribution_as_the_sweep_does(screened):
 
 
 @pytest.mark.parametrize("argv, named", [(["--cases", "0"], "--cases"), (["--processes", "0"], "--processes"),
-                                         (["--against", "no-such-screen.json"], "--against")])
+                                         (["--against", "no-such-screen.json"], "--against"),
+                                         (["--family", "deep-stock", "--reading-errors"], "--reading-errors")])
 def test_bad_arguments_are_refused_naming_the_argument_and_the_value(argv, named, capsys):
     with pytest.raises(SystemExit):
         screen.main(argv)
@@ -112,3 +113,38 @@ def test_a_screen_with_reading_errors_writes_them_and_reads_them_back(tmp_path, 
     _, stored = screen.results_io.typed(screen.results_io.read_results(tmp_path / "controller_screen.json"),
                                         screen.ScreenSettings, screen.ScreenResults)
     assert stored.reading_errors and all(r.readings > 0 and r.median_abs <= r.p75_abs for r in stored.reading_errors)
+
+
+def test_the_deep_stock_family_is_screened_with_its_own_loops_progress_and_kept_times(tmp_path, capsys):
+    family = screen.FAMILIES["deep-stock"]
+    case = family.draw(1000)
+    assert case == family.draw(1000) != sweep.draw_case(1000)
+    assert case.change == sweep.Change.NONE and 64 <= case.upstream_batches <= 512 and case.lump_batches >= 4
+    assert screen.FixedCache(tmp_path, family).path != screen.FixedCache(tmp_path).path
+    screen.main(["--family", "deep-stock", "--first-seed", "1000", "--cases", "2", "--processes", "1",
+                 "--cache-dir", str(tmp_path / "cache"), "--output-dir", str(tmp_path)])
+    printed = capsys.readouterr().out
+    assert "of the deep-stock family" in printed and "the told-R reference" in printed
+    settings, stored = screen.results_io.typed(screen.results_io.read_results(tmp_path / "controller_screen.json"),
+                                               screen.ScreenSettings, screen.ScreenResults)
+    assert settings.family == "deep-stock" and settings.progress == family.progress
+    law = {loop.seed: dict(zip(settings.slopes, loop.seconds)) for loop in stored.law}
+    assert law[1000] == screen.law_times(1000, family)
+
+
+def test_the_told_ratio_reference_holds_the_grid_factor_nearest_the_knee():
+    family = screen.FAMILIES["deep-stock"]
+    ratio = family.draw(1000).ratio
+    fixed = {1000: {0.05: {f: abs(f - screen.TOLD_HEADROOM * ratio) for f in screen.grid(8.0)}}}
+    told = screen.told_ratio_times([1000], fixed, family)[1000][0.05]
+    assert told == min(fixed[1000][0.05].values())
+
+
+def test_a_screen_of_another_family_is_refused_as_a_comparison(tmp_path, capsys):
+    argv = ["--first-seed", "3", "--cases", "1", "--processes", "1", "--cache-dir", str(tmp_path / "cache"),
+            "--output-dir", str(tmp_path)]
+    screen.main(argv)
+    with pytest.raises(SystemExit):
+        screen.main(argv + ["--family", "deep-stock", "--against", str(tmp_path / "controller_screen.json")])
+    error = capsys.readouterr().err
+    assert "--against" in error and "sweep" in error and "deep-stock" in error
