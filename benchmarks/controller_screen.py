@@ -56,14 +56,19 @@ class Family:
     draw: Callable[[int], Case]
     progress: float
     sources: tuple[str, ...]
+    cases: int  # loops a screen runs unless told
+    cache_prefix: str  # the kept fixed times' file name starts with this
     constant_ratio: bool  # every loop keeps its R: a fixed factor at 1.05 R is the told-R reference
+    reading_errors: bool  # --reading-errors reads its loops by kind (how_it_reads)
+    label: str  # what the screen's first line says of its loops
 
 
-FAMILIES = {
-    "sweep": Family("sweep", draw_case, PROGRESS, FIXED_RUN_SOURCES, constant_ratio=False),
-    "deep-stock": Family("deep-stock", draw_deep_stock_case, DEEP_STOCK_PROGRESS,
-                         FIXED_RUN_SOURCES + ("benchmarks/lib/deep_stock.py",), constant_ratio=True),
-}
+SWEEP = Family("sweep", draw_case, PROGRESS, FIXED_RUN_SOURCES, cases=200, cache_prefix="fixed", constant_ratio=False,
+               reading_errors=True, label="")
+DEEP_STOCK = Family("deep-stock", draw_deep_stock_case, DEEP_STOCK_PROGRESS,
+                    FIXED_RUN_SOURCES + ("benchmarks/lib/deep_stock.py",), cases=100, cache_prefix="fixed-deep-stock",
+                    constant_ratio=True, reading_errors=False, label=" of the deep-stock family")
+FAMILIES = {family.name: family for family in (SWEEP, DEEP_STOCK)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +122,7 @@ class ScreenResults(results_io.Record):
     reading_errors: Optional[tuple[ReadingErrors, ...]] = None
 
 
-def fingerprint(family: Family = FAMILIES["sweep"]) -> str:
+def fingerprint(family: Family = SWEEP) -> str:
     """What every cached fixed-factor time depends on: the sources that run it, the progress, the grid and the slopes."""
     digest = hashlib.sha256(repr((family.progress, GRID_RATIO, SLOPES)).encode())
     for name in family.sources:
@@ -125,7 +130,7 @@ def fingerprint(family: Family = FAMILIES["sweep"]) -> str:
     return digest.hexdigest()[:16]
 
 
-def fixed_times(seed: int, family: Family = FAMILIES["sweep"]) -> dict[float, dict[float, float]]:
+def fixed_times(seed: int, family: Family = SWEEP) -> dict[float, dict[float, float]]:
     """Seconds to the progress of each fixed factor of the grid on loop ``seed``, at each slope: ``{slope: {factor: s}}``."""
     case = family.draw(seed)
     runs = {factor: run_fixed(case, factor, family.progress) for factor in grid(case.max_factor)}
@@ -133,7 +138,7 @@ def fixed_times(seed: int, family: Family = FAMILIES["sweep"]) -> dict[float, di
             for slope in SLOPES}
 
 
-def law_times(seed: int, family: Family = FAMILIES["sweep"], given_wait: bool = False) -> dict[float, float]:
+def law_times(seed: int, family: Family = SWEEP, given_wait: bool = False) -> dict[float, float]:
     """Seconds to the progress of this checkout's law on loop ``seed``, at each slope (``given_wait``: told the loop's wait)."""
     case = family.draw(seed)
     run = run_controlled(case, the_law(case), family.progress, pass_wait=given_wait)
@@ -205,9 +210,8 @@ def reading_errors_table(rows: tuple[ReadingErrors, ...]) -> str:
 class FixedCache:
     """Each loop's fixed-factor times, kept in ``directory`` under the current :func:`fingerprint`."""
 
-    def __init__(self, directory: Path = CACHE_DIR, family: Family = FAMILIES["sweep"]) -> None:
-        prefix = "fixed" if family.name == "sweep" else f"fixed-{family.name}"
-        self.path = Path(directory) / f"{prefix}-{fingerprint(family)}.json"
+    def __init__(self, directory: Path = CACHE_DIR, family: Family = SWEEP) -> None:
+        self.path = Path(directory) / f"{family.cache_prefix}-{fingerprint(family)}.json"
         self.family = family
         self._times: dict[int, dict] = {}
         if self.path.exists():
@@ -260,7 +264,7 @@ def moved_lines(law: dict[int, dict], before: dict[int, dict], fixed: dict[int, 
     return f"c = {slope:g}: {len(moved)} of {len(then)} loops moved; faster: {text(faster)}; slower: {text(slower)}"
 
 
-def screen(seeds, processes: int = 2, family: Family = FAMILIES["sweep"], given_wait: bool = False,
+def screen(seeds, processes: int = 2, family: Family = SWEEP, given_wait: bool = False,
            cache_dir: Path = CACHE_DIR) -> tuple[dict, dict]:
     """This checkout's law on ``seeds`` and the loops' fixed factors: ``(law, fixed)``, each by seed, then slope."""
     fixed = FixedCache(cache_dir, family).times(list(seeds), processes)
@@ -288,8 +292,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     family = FAMILIES[args.family]
     if args.cases is None:
-        args.cases = 200 if family.name == "sweep" else 100
-    if args.reading_errors and family.name != "sweep":
+        args.cases = family.cases
+    if args.reading_errors and not family.reading_errors:
         parser.error(f"--reading-errors: kept by kind of loop of the sweep's family, not --family {family.name}")
     for name, value, low in (("--cases", args.cases, 1), ("--processes", args.processes, 1)):
         if value < low:
@@ -308,8 +312,7 @@ def main(argv=None) -> None:
         before = {loop.seed: dict(zip(settings.slopes, loop.seconds)) for loop in stored.law}
     seeds = list(range(args.first_seed, args.first_seed + args.cases))
     law, fixed = screen(seeds, args.processes, family, given_wait=args.given_wait, cache_dir=args.cache_dir)
-    family_text = "" if family.name == "sweep" else f" of the {family.name} family"
-    print(f"law on seeds {seeds[0]}-{seeds[-1]}{family_text}{', given the wait' if args.given_wait else ''}, over the "
+    print(f"law on seeds {seeds[0]}-{seeds[-1]}{family.label}{', given the wait' if args.given_wait else ''}, over the "
           f"best fixed factor: p50 / p95 / worst (seed) / slower than no echo (by over {SLOWER_TOLERANCE:.0%})")
     for slope in SLOPES:
         print(summary_line(law, fixed, slope))

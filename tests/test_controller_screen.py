@@ -116,7 +116,7 @@ def test_a_screen_with_reading_errors_writes_them_and_reads_them_back(tmp_path, 
 
 
 def test_the_deep_stock_family_is_screened_with_its_own_loops_progress_and_kept_times(tmp_path, capsys):
-    family = screen.FAMILIES["deep-stock"]
+    family = screen.DEEP_STOCK
     case = family.draw(1000)
     assert case == family.draw(1000) != sweep.draw_case(1000)
     assert case.change == sweep.Change.NONE and 64 <= case.upstream_batches <= 512 and case.lump_batches >= 4
@@ -133,7 +133,7 @@ def test_the_deep_stock_family_is_screened_with_its_own_loops_progress_and_kept_
 
 
 def test_the_told_ratio_reference_holds_the_grid_factor_nearest_the_knee():
-    family = screen.FAMILIES["deep-stock"]
+    family = screen.DEEP_STOCK
     ratio = family.draw(1000).ratio
     fixed = {1000: {0.05: {f: abs(f - screen.TOLD_HEADROOM * ratio) for f in screen.grid(8.0)}}}
     told = screen.told_ratio_times([1000], fixed, family)[1000][0.05]
