@@ -73,7 +73,12 @@ FAMILIES = {family.name: family for family in (SWEEP, DEEP_STOCK)}
 
 @dataclasses.dataclass(frozen=True)
 class ScreenSettings(results_io.Record):
-    """What a screen ran: its loops' seeds, whether the law was given the wait, and the fixed runs' fingerprint."""
+    """What a screen ran: its loops' seeds, whether the law was given the wait, and the fixed runs' fingerprint.
+
+    ``family`` is None in screens written before the deep-stock family: the sweep's.
+    """
+
+    OMITTED_WHEN_NONE = ("family",)
 
     first_seed: int
     cases: int
@@ -81,7 +86,7 @@ class ScreenSettings(results_io.Record):
     progress: float
     slopes: tuple[float, ...]
     fixed_fingerprint: str
-    family: str = "sweep"
+    family: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -303,8 +308,9 @@ def main(argv=None) -> None:
         if not args.against.is_file():
             parser.error(f"--against: expected a screen's results file, got {str(args.against)!r}, which is not a file")
         settings, stored = results_io.typed(results_io.read_results(args.against), ScreenSettings, ScreenResults)
-        if settings.family != family.name:
-            parser.error(f"--against: {str(args.against)!r} screened the {settings.family} family, "
+        screened = settings.family or SWEEP.name
+        if screened != family.name:
+            parser.error(f"--against: {str(args.against)!r} screened the {screened} family, "
                          f"this screen the {family.name} family")
         if settings.slopes != SLOPES or settings.progress != family.progress:
             parser.error(f"--against: {str(args.against)!r} was judged at slopes {settings.slopes} and progress "

@@ -148,3 +148,15 @@ def test_a_screen_of_another_family_is_refused_as_a_comparison(tmp_path, capsys)
         screen.main(argv + ["--family", "deep-stock", "--against", str(tmp_path / "controller_screen.json")])
     error = capsys.readouterr().err
     assert "--against" in error and "sweep" in error and "deep-stock" in error
+
+
+def test_a_screen_written_before_the_families_is_read_as_the_sweeps(tmp_path, capsys):
+    argv = ["--first-seed", "3", "--cases", "1", "--processes", "1", "--cache-dir", str(tmp_path / "cache"),
+            "--output-dir", str(tmp_path)]
+    screen.main(argv)
+    written = tmp_path / "controller_screen.json"
+    document = json.loads(written.read_text())
+    del document["settings"]["family"]
+    written.write_text(json.dumps(document))
+    screen.main(argv + ["--against", str(written)])
+    assert "c = 0.05: 0 of 1 loops moved" in capsys.readouterr().out
