@@ -390,37 +390,8 @@ class Policy:
         if reading.step_rate > self.own_rate * (1 + 2 * _tol(reading)) or not math.isfinite(self.own_rate):
             self.own_rate = reading.step_rate  # Steps this fast prove the step's own rate at least this.
         if self.phase == Phase.OPEN:
-            if reading.wait_share >= WAIT_BEHIND and not math.isfinite(pull_free_rate) and self.pull_cost is None:
-                # Told the loop's wait, and no steps between pulls to read: its steps ran at
-                # their own rate whenever it was not waiting. An opening that waited this much
-                # was behind at max_factor, or met a slow start: the search reads R (decision
-                # 0019). Not where the echo stage pulls on the loop's thread: there the wait
-                # holds the pulls, which no factor takes off the loop.
-                self.own_rate = reading.step_rate / (1.0 - reading.wait_share)
-            else:
-                if math.isfinite(reading.wait_share):
-                    self.own_wait = reading.wait_share
-                if pull_free_rate > reading.step_rate * (1 + self.tolerance) and reading.made_rate > 0:
-                    # The steps between pulls ran faster than the opening's: they waited for input at max_factor.
-                    self.own_rate = pull_free_rate
-                    # So much of the opening's wait was for the input, not the call's own cost.
-                    self.own_wait = max(0.0, self.own_wait - (1 - reading.step_rate / pull_free_rate))
-                    ratio = reading.factor * pull_free_rate / reading.made_rate
-                    if ratio >= self.max_factor:
-                        self.ratio = min(ratio, 10 * self.max_factor)
-                        self.behind_at_max, self._keeps_up_at_max_since = True, None
-                        self._behind_at_max_inferred = True
-                        return self._go(step, Phase.HOLD, self.max_factor, Cause.SLOWER_THAN_MAX)
-            start = self.initial_factor if self.initial_factor > 1 else self.max_factor ** SEARCH_START
-            return self._go(step, Phase.SEARCH, self.clip(start), Cause.OWN_RATE)
-        if reading.input_bound and (reading.factor >= self.max_factor or reading.ratio >= self.max_factor):
-            self.behind_at_max, self._keeps_up_at_max_since = True, None
-            self._behind_at_max_inferred = False  # A reading found it behind.
-        elif reading.factor >= self.max_factor and not reading.input_bound and self.behind_at_max:
-            if self._keeps_up_at_max_since is None:
-                self._keeps_up_at_max_since = step - reading.steps
-            if self._behind_at_max_inferred or step - self._keeps_up_at_max_since >= AT_MAX_KEEPS_UP_STEPS:
-                self.behind_at_max = self._behind_at_max_inferred = False
+            return self._after_opening(step, reading, pull_free_rate)
+        self._note_behind_at_max(step, reading)
         raised, self._last_raise = self._last_raise, None
         if raised is not None:
             futile = reading.input_bound and reading.step_rate < raised[0] * (1 + _tol(reading))
@@ -444,69 +415,118 @@ class Policy:
             if undone:
                 return undone
         if self.phase == Phase.CLIMB:
-            if reading.input_bound:
-                self.ratio = min(reading.ratio, 10 * self.max_factor)
-            below, below_value = self._below
-            value = self.objective(reading)
-            # Any gain keeps the raise: a margin of one combined error, or a step of 1.5, moved the
-            # design seeds' p95 by under 0.01 (docs/decisions/0012-the-objective-and-copy-cost.md).
-            if reading.held_back or value <= below_value:
-                self._climb_ended = below
-                return self._go(step, Phase.HOLD, below, Cause.RAISE_UNPAID)
-            return self._climb(step, reading) or self._go(step, Phase.HOLD, reading.factor, Cause.RAISE_PAID)
+            return self._after_climb(step, reading)
         if reading.input_bound:
-            if reading.production_rate > 0:
-                self._supply = reading.fresh_rate
+            return self._behind(step, reading)
+        return self._kept_up(step, reading)
+
+    def _after_opening(self, step: int, reading: Reading, pull_free_rate: float) -> tuple[Phase, float, Cause]:
+        """The opening's reading at ``max_factor``: the step's own rate, then the search (or ``max_factor`` held)."""
+        if reading.wait_share >= WAIT_BEHIND and not math.isfinite(pull_free_rate) and self.pull_cost is None:
+            # Told the loop's wait, and no steps between pulls to read: its steps ran at
+            # their own rate whenever it was not waiting. An opening that waited this much
+            # was behind at max_factor, or met a slow start: the search reads R (decision
+            # 0019). Not where the echo stage pulls on the loop's thread: there the wait
+            # holds the pulls, which no factor takes off the loop.
+            self.own_rate = reading.step_rate / (1.0 - reading.wait_share)
+        else:
+            if math.isfinite(reading.wait_share):
+                self.own_wait = reading.wait_share
+            if pull_free_rate > reading.step_rate * (1 + self.tolerance) and reading.made_rate > 0:
+                # The steps between pulls ran faster than the opening's: they waited for input at max_factor.
+                self.own_rate = pull_free_rate
+                # So much of the opening's wait was for the input, not the call's own cost.
+                self.own_wait = max(0.0, self.own_wait - (1 - reading.step_rate / pull_free_rate))
+                ratio = reading.factor * pull_free_rate / reading.made_rate
+                if ratio >= self.max_factor:
+                    self.ratio = min(ratio, 10 * self.max_factor)
+                    self.behind_at_max, self._keeps_up_at_max_since = True, None
+                    self._behind_at_max_inferred = True
+                    return self._go(step, Phase.HOLD, self.max_factor, Cause.SLOWER_THAN_MAX)
+        start = self.initial_factor if self.initial_factor > 1 else self.max_factor ** SEARCH_START
+        return self._go(step, Phase.SEARCH, self.clip(start), Cause.OWN_RATE)
+
+    def _note_behind_at_max(self, step: int, reading: Reading) -> None:
+        """Whether the input is behind at ``max_factor``, where no check runs (the module docstring, ``CHECK``)."""
+        if reading.input_bound and (reading.factor >= self.max_factor or reading.ratio >= self.max_factor):
+            self.behind_at_max, self._keeps_up_at_max_since = True, None
+            self._behind_at_max_inferred = False  # A reading found it behind.
+        elif reading.factor >= self.max_factor and not reading.input_bound and self.behind_at_max:
+            if self._keeps_up_at_max_since is None:
+                self._keeps_up_at_max_since = step - reading.steps
+            if self._behind_at_max_inferred or step - self._keeps_up_at_max_since >= AT_MAX_KEEPS_UP_STEPS:
+                self.behind_at_max = self._behind_at_max_inferred = False
+
+    def _after_climb(self, step: int, reading: Reading) -> tuple[Phase, float, Cause]:
+        """A climb's reading: kept where it trained faster by the objective, else back to the factor below."""
+        if reading.input_bound:
             self.ratio = min(reading.ratio, 10 * self.max_factor)
-            target = self.clip(self.headroom * self.ratio)
-            above = self._read_above
-            if (self.phase in (Phase.SEARCH, Phase.CHECK) and above is not None
-                    and target < above.factor and self._trains_slower_than(reading, above)
-                    and not self._knee_may_pay(reading, target, above)):
-                # Behind here, training slower than at the factor above, and the knee R gives
-                # could not beat it either: no lower than it (the module docstring, "The factor above").
-                return self._back_above(step)
-            if self.phase == Phase.CHECK and self._checked_from is not None:
-                knee, held = self._checked_from
-                confirmed = abs(target / knee - 1) <= CONFIRM_BAND
-                self._backoff = min(2 * self._backoff, MAX_CHECK_BACKOFF) if confirmed else 1
-                if confirmed and held > target:
-                    # R stayed put: back to the factor held, climbed above the knee or not.
-                    return self._go(step, Phase.HOLD, held, Cause.MEASURED)
-            if self.phase == Phase.HOLD:
-                if target <= reading.factor:
-                    if reading.factor != self._climb_ended:
-                        climbed = self._climb(step, reading)
-                        if climbed:
-                            return climbed
-                    cause = Cause.SLOWER_THAN_MAX if reading.factor >= self.max_factor else Cause.MEASURED
-                    return self._go(step, Phase.HOLD, reading.factor, cause, restart_hold=False)
-                cause = Cause.INPUT_SLOWER
-                judged = True
-                if (self._undone is not None and reading.factor == self._undone[0]
-                        and reading.ratio / reading.factor <= self._undone[1] * RISE_OF_R):
-                    if reading.step_rate * (1 + _tol(reading)) >= self._undone[2]:
-                        return self._go(step, Phase.HOLD, reading.factor, Cause.RAISE_WITHHELD, restart_hold=False)
-                    # The steps here now run slower than they did at the raise: the reading before
-                    # it drew on a stock (the search's, a lump's). Raise, and do not judge it again.
-                    self._undone, judged = None, False
-                limit = self.raise_limit(reading)
-                if limit < target:
-                    # Steps at the loop's own rate past ``limit`` would train no faster than
-                    # this reading did: at most this high, where a raise can pay.
-                    if limit < reading.factor * MIN_RAISE:
-                        return self._go(step, Phase.HOLD, reading.factor, Cause.RAISE_LIMITED, restart_hold=False)
-                    target, cause = self.clip(limit), Cause.RAISE_LIMITED
-                self._last_raise = (reading.step_rate, reading.factor)
-                self._backoff = 1
-                if judged and not reading.held_back:
-                    self._raised = (reading.step_rate, reading.factor, reading.ratio / reading.factor,
-                                    self.objective(reading))
-                return self._go(step, Phase.HOLD, target, cause)
-            if target > reading.factor:
-                self._last_raise = (reading.step_rate, reading.factor)
-            cause = Cause.SLOWER_THAN_MAX if target >= self.max_factor and self.ratio >= self.max_factor else Cause.MEASURED
+        below, below_value = self._below
+        value = self.objective(reading)
+        # Any gain keeps the raise: a margin of one combined error, or a step of 1.5, moved the
+        # design seeds' p95 by under 0.01 (docs/decisions/0012-the-objective-and-copy-cost.md).
+        if reading.held_back or value <= below_value:
+            self._climb_ended = below
+            return self._go(step, Phase.HOLD, below, Cause.RAISE_UNPAID)
+        return self._climb(step, reading) or self._go(step, Phase.HOLD, reading.factor, Cause.RAISE_PAID)
+
+    def _behind(self, step: int, reading: Reading) -> tuple[Phase, float, Cause]:
+        """A reading that found the input behind, in a search, a check or a hold: R read, and the knee."""
+        if reading.production_rate > 0:
+            self._supply = reading.fresh_rate
+        self.ratio = min(reading.ratio, 10 * self.max_factor)
+        target = self.clip(self.headroom * self.ratio)
+        above = self._read_above
+        if (self.phase in (Phase.SEARCH, Phase.CHECK) and above is not None
+                and target < above.factor and self._trains_slower_than(reading, above)
+                and not self._knee_may_pay(reading, target, above)):
+            # Behind here, training slower than at the factor above, and the knee R gives
+            # could not beat it either: no lower than it (the module docstring, "The factor above").
+            return self._back_above(step)
+        if self.phase == Phase.CHECK and self._checked_from is not None:
+            knee, held = self._checked_from
+            confirmed = abs(target / knee - 1) <= CONFIRM_BAND
+            self._backoff = min(2 * self._backoff, MAX_CHECK_BACKOFF) if confirmed else 1
+            if confirmed and held > target:
+                # R stayed put: back to the factor held, climbed above the knee or not.
+                return self._go(step, Phase.HOLD, held, Cause.MEASURED)
+        if self.phase == Phase.HOLD:
+            if target <= reading.factor:
+                if reading.factor != self._climb_ended:
+                    climbed = self._climb(step, reading)
+                    if climbed:
+                        return climbed
+                cause = Cause.SLOWER_THAN_MAX if reading.factor >= self.max_factor else Cause.MEASURED
+                return self._go(step, Phase.HOLD, reading.factor, cause, restart_hold=False)
+            cause = Cause.INPUT_SLOWER
+            judged = True
+            if (self._undone is not None and reading.factor == self._undone[0]
+                    and reading.ratio / reading.factor <= self._undone[1] * RISE_OF_R):
+                if reading.step_rate * (1 + _tol(reading)) >= self._undone[2]:
+                    return self._go(step, Phase.HOLD, reading.factor, Cause.RAISE_WITHHELD, restart_hold=False)
+                # The steps here now run slower than they did at the raise: the reading before
+                # it drew on a stock (the search's, a lump's). Raise, and do not judge it again.
+                self._undone, judged = None, False
+            limit = self.raise_limit(reading)
+            if limit < target:
+                # Steps at the loop's own rate past ``limit`` would train no faster than
+                # this reading did: at most this high, where a raise can pay.
+                if limit < reading.factor * MIN_RAISE:
+                    return self._go(step, Phase.HOLD, reading.factor, Cause.RAISE_LIMITED, restart_hold=False)
+                target, cause = self.clip(limit), Cause.RAISE_LIMITED
+            self._last_raise = (reading.step_rate, reading.factor)
+            self._backoff = 1
+            if judged and not reading.held_back:
+                self._raised = (reading.step_rate, reading.factor, reading.ratio / reading.factor,
+                                self.objective(reading))
             return self._go(step, Phase.HOLD, target, cause)
+        if target > reading.factor:
+            self._last_raise = (reading.step_rate, reading.factor)
+        cause = Cause.SLOWER_THAN_MAX if target >= self.max_factor and self.ratio >= self.max_factor else Cause.MEASURED
+        return self._go(step, Phase.HOLD, target, cause)
+
+    def _kept_up(self, step: int, reading: Reading) -> tuple[Phase, float, Cause]:
+        """A reading that found the input keeping up (or another trainer's input holding the steps back)."""
         if reading.held_back and self.phase != Phase.HOLD:
             # Not this trainer's input (it did not wait for it): keep the factor, and hold. A
             # check learned nothing of this input, so it goes back to the factor it left: kept
