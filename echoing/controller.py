@@ -88,7 +88,7 @@ __all__ = ["Cause", "ControllerSettings", "EchoController", "EchoDecision", "LAW
 # The law's name, saved with every replayed AutoEcho timeline (benchmarks/time_to_target.py)
 # so that timelines of another law are timed again rather than reused. A change of what
 # the law decides names a new one; its history is in docs/decisions/.
-LAW = "the-knee-between-2026-12-04"
+LAW = "no-undo-behind-at-max-2026-12-04"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -286,9 +286,10 @@ def test_two_raises_in_a_row_without_faster_steps_lower_the_steps_own_rate_and_o
     assert third[2] == Cause.STEP_SLOWER and third[1] == second[1] and policy.own_rate == 25.0
 
 
-def holding_at(factor, copy_cost=0.13):
+def holding_at(factor, copy_cost=0.13, max_factor=8.0):
     """A policy holding ``factor`` with the step's own rate 20/s and no checks."""
-    policy = Policy(max_factor=8.0, headroom=1.05, check_divisor=1.25, check_every_steps=None, copy_cost=copy_cost)
+    policy = Policy(max_factor=max_factor, headroom=1.05, check_divisor=1.25, check_every_steps=None,
+                    copy_cost=copy_cost)
     policy.own_rate, policy.phase, policy.factor, policy.held_since, policy.ratio = 20.0, Phase.HOLD, factor, 0, factor
     return policy
 
@@ -344,17 +345,25 @@ def test_a_raise_in_a_hold_goes_no_higher_than_where_it_could_pay_at_the_copy_co
 
 def test_a_raise_in_a_hold_that_brings_no_faster_steps_is_undone_until_the_input_reads_slower():
     # Steps at 10/s at e = 2 with the echo stage making 5 batches/s: R reads 8, and the hold raises to its
-    # knee, 8.4, clipped to max_factor 8 (copies cost nothing here, so no limit binds).
-    policy = holding_at(2.0, copy_cost=0.0)
-    assert policy.next(300, behind_at(2.0, 10.0, 5.0)) == (Phase.HOLD, 8.0, Cause.INPUT_SLOWER)
-    # At 8 the steps run 9.8/s, no faster, and R over the factor reads no higher (20 / 9.8 ~ 2 < 4 x 1.25): back.
-    assert policy.next(400, behind_at(8.0, 9.8, 9.8)) == (Phase.HOLD, 2.0, Cause.RAISE_UNDONE)
+    # knee, 8.4 (max_factor 16; copies cost nothing here, so no limit binds).
+    policy = holding_at(2.0, copy_cost=0.0, max_factor=16.0)
+    assert policy.next(300, behind_at(2.0, 10.0, 5.0)) == (Phase.HOLD, 8.4, Cause.INPUT_SLOWER)
+    # At 8.4 the steps run 9.8/s, no faster, and R over the factor reads no higher (20 / 9.8 ~ 2 < 4 x 1.25): back.
+    assert policy.next(400, behind_at(8.4, 9.8, 9.8)) == (Phase.HOLD, 2.0, Cause.RAISE_UNDONE)
     # Behind at 2 again, the steps as fast as at the raise: no raise from 2.
     assert policy.next(500, behind_at(2.0, 10.0, 5.0)) == (Phase.HOLD, 2.0, Cause.RAISE_WITHHELD)
-    # The steps at 2 now run slower than they did at 8 (the reading before the raise drew on a stock): raise,
-    # and keep the raise however its reading goes.
-    assert policy.next(600, behind_at(2.0, 8.0, 4.0)) == (Phase.HOLD, 8.0, Cause.INPUT_SLOWER)
-    assert policy.next(700, behind_at(8.0, 8.0, 8.0))[1] == 8.0
+    # The steps at 2 now run slower than they did at 8.4 (the reading before the raise drew on a stock):
+    # raise, to the knee of R = 10, and keep the raise however its reading goes.
+    assert policy.next(600, behind_at(2.0, 8.0, 4.0)) == (Phase.HOLD, 10.5, Cause.INPUT_SLOWER)
+    assert policy.next(700, behind_at(10.5, 8.0, 8.0))[1] == 10.5
+
+
+def test_a_raise_to_max_factor_whose_reading_finds_the_input_behind_there_is_not_undone():
+    # As above, with max_factor 8: the raise reaches it, and its reading finds the input behind there. No
+    # faster steps, but a lower factor can only wait more: no reading goes below max_factor (decision 0032).
+    policy = holding_at(2.0, copy_cost=0.0)
+    assert policy.next(300, behind_at(2.0, 10.0, 5.0)) == (Phase.HOLD, 8.0, Cause.INPUT_SLOWER)
+    assert policy.next(400, behind_at(8.0, 9.8, 9.8)) == (Phase.HOLD, 8.0, Cause.SLOWER_THAN_MAX)
 
 
 def test_a_raise_in_a_hold_whose_faster_steps_train_slower_is_judged_against_the_factor_below_read_afresh():
@@ -879,3 +888,18 @@ def test_the_clock_places_a_long_interval_by_the_wait_where_it_is_told():
     assert long_interval(waited=0.0, fresh=10)
     # It made no more than the step took but the loop waited for it: the input's stall.
     assert not long_interval(waited=0.9, fresh=1)
+
+
+@pytest.mark.parametrize("seed", [1128, 1330])
+def test_a_raise_to_max_factor_whose_reading_finds_the_input_behind_there_is_kept(seed):
+    # The controller sweep's design seed 1128 (R = 9.7 over max_factor 8) and held-out seed 1330:
+    # under the law before, a 32-step reading at max_factor that ran slower than the one before
+    # the raise undid it, and the factor stayed below max_factor for hundreds of steps (decision 0032).
+    from benchmarks.lib.loops import draw_case, run_controlled, the_law
+    case = draw_case(seed)
+    law = the_law(case)
+    run_controlled(case, law)
+    back_from_max = [d for d in law.decisions if d.cause in (Cause.RAISE_UNDONE, Cause.RAISE_REREAD)
+                     and d.reading.factor >= case.max_factor and d.reading.input_bound]
+    assert back_from_max == []
+    assert any(d.factor == case.max_factor for d in law.decisions)

@@ -40,7 +40,9 @@ above it copies cost progress and buy no step rate. The policy moves through fiv
   one's time at c = 0.19:
   docs/decisions/0024-where-the-tail-errs-and-two-guards.md). A raise whose next reading
   runs the steps no faster, where R read no higher for the factor (:data:`RISE_OF_R`), is
-  undone (:attr:`Cause.RAISE_UNDONE`): steps no faster pay for no copy. A raise whose
+  undone (:attr:`Cause.RAISE_UNDONE`): steps no faster pay for no copy; not where the raise
+  reached ``max_factor`` and its reading found the input behind there, where no reading
+  goes lower (decision 0032). A raise whose
   steps ran faster but that trained slower by the objective than the reading before it
   goes back to read the factor below afresh (:attr:`Cause.RAISE_REREAD`): that reading may
   have drawn on a stock, or R may have risen since. If the factor below trains at least
@@ -638,8 +640,29 @@ class Policy:
 
         Steps no faster: undone. Steps faster but less progress a second than the reading
         before the raise: back to read that factor afresh (:meth:`_after_rereading` judges).
+        Neither where the raise was to ``max_factor`` and its reading found the input behind
+        there: a lower factor only waits more, and no reading goes below ``max_factor``
+        while the input is behind there (the module docstring, ``CHECK``). A 32-step reading
+        at ``max_factor`` that ran its steps slower than the 32 before the raise is the
+        readings' noise there, not the raise's doing (design seed 1128 of
+        ``benchmarks/controller_sweep.py``: R = 9.7 over ``max_factor`` 8, held 7.25 for 630
+        steps after such an undo; decision 0032).
+
+        >>> policy = Policy(max_factor=8.0, headroom=1.05, check_divisor=1.25, check_every_steps=200)
+        >>> policy.phase = Phase.HOLD
+        >>> behind = lambda factor, rate: Reading(factor=factor, steps=32, step_rate=rate, production_rate=rate,
+        ...                                       error=0.09, own_rate=41.0, input_bound=True,
+        ...                                       ratio=factor * 41.0 / rate, complete=True)
+        >>> raised = (33.6, 7.25, 9.88 / 7.25, policy.objective(behind(7.25, 33.6)))
+        >>> policy._undo(100, behind(8.0, 25.7), raised) is None  # behind at max_factor: the raise stays
+        True
+        >>> policy.max_factor = 16.0
+        >>> policy._undo(100, behind(8.0, 25.7), raised)[2]  # below max_factor, steps no faster: undone
+        <Cause.RAISE_UNDONE: 'raise_undone'>
         """
         step_rate, factor, share, value = raised
+        if reading.input_bound and reading.factor >= self.max_factor:
+            return None
         if reading.input_bound and reading.ratio / reading.factor > share * RISE_OF_R:
             return None  # R rose between the two readings: a hold follows it.
         if reading.step_rate < step_rate * (1 + _tol(reading)):
