@@ -78,14 +78,21 @@ def test_a_screen_written_is_read_back_to_compare_against(tmp_path, capsys):
     assert "c = 0.05: 0 of 2 loops moved" in printed and "c = 0.19: 0 of 2 loops moved" in printed
 
 
-def test_a_screen_judged_at_other_slopes_is_refused_as_a_comparison(tmp_path, capsys):
+def one_loop_screen(tmp_path, edit_settings=None):
+    """A screen of one loop written to ``tmp_path``, its settings edited in place: (its argv, its file)."""
     argv = ["--first-seed", "3", "--cases", "1", "--processes", "1", "--cache-dir", str(tmp_path / "cache"),
             "--output-dir", str(tmp_path)]
     screen.main(argv)
     written = tmp_path / "controller_screen.json"
-    document = json.loads(written.read_text())
-    document["settings"]["slopes"] = [0.1, 0.2]
-    written.write_text(json.dumps(document))
+    if edit_settings is not None:
+        document = json.loads(written.read_text())
+        edit_settings(document["settings"])
+        written.write_text(json.dumps(document))
+    return argv, written
+
+
+def test_a_screen_judged_at_other_slopes_is_refused_as_a_comparison(tmp_path, capsys):
+    argv, written = one_loop_screen(tmp_path, lambda settings: settings.update(slopes=[0.1, 0.2]))
     with pytest.raises(SystemExit):
         screen.main(argv + ["--against", str(written)])
     assert "--against" in capsys.readouterr().err
@@ -141,22 +148,14 @@ def test_the_told_ratio_reference_holds_the_grid_factor_nearest_the_knee():
 
 
 def test_a_screen_of_another_family_is_refused_as_a_comparison(tmp_path, capsys):
-    argv = ["--first-seed", "3", "--cases", "1", "--processes", "1", "--cache-dir", str(tmp_path / "cache"),
-            "--output-dir", str(tmp_path)]
-    screen.main(argv)
+    argv, written = one_loop_screen(tmp_path)
     with pytest.raises(SystemExit):
-        screen.main(argv + ["--family", "deep-stock", "--against", str(tmp_path / "controller_screen.json")])
+        screen.main(argv + ["--family", "deep-stock", "--against", str(written)])
     error = capsys.readouterr().err
     assert "--against" in error and "sweep" in error and "deep-stock" in error
 
 
 def test_a_screen_written_before_the_families_is_read_as_the_sweeps(tmp_path, capsys):
-    argv = ["--first-seed", "3", "--cases", "1", "--processes", "1", "--cache-dir", str(tmp_path / "cache"),
-            "--output-dir", str(tmp_path)]
-    screen.main(argv)
-    written = tmp_path / "controller_screen.json"
-    document = json.loads(written.read_text())
-    del document["settings"]["family"]
-    written.write_text(json.dumps(document))
+    argv, written = one_loop_screen(tmp_path, lambda settings: settings.pop("family"))
     screen.main(argv + ["--against", str(written)])
     assert "c = 0.05: 0 of 1 loops moved" in capsys.readouterr().out
