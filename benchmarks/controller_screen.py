@@ -14,8 +14,8 @@ sweep's to the digit (``tests/test_controller_screen.py``).
 ``--against FILE`` (a screen written before, by another law) adds the loops that moved
 most, each way. ``--family deep-stock`` screens the loops of
 :mod:`benchmarks.lib.deep_stock` instead (lumpy reads into a deep upstream stock, as the
-Transformer replay's pipeline has), and adds what a fixed factor at 1.05 R, the told-R
-reference held from the first step, takes there: its R stays put. ``--reading-errors`` adds how far the law's readings' step rates lie from
+Transformer replay's pipeline has), and adds what the reference told the true R takes
+there (the sweep's own ``ToldRatio``). ``--reading-errors`` adds how far the law's readings' step rates lie from
 the long-run step rate of a fixed run at the same factor, on the loops whose R stays put,
 by how the loop reads and whether it pauses: the error of what every decision rests on.
 """
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from benchmarks.lib import results_io
-from benchmarks.lib.references import HEADROOM as TOLD_HEADROOM
+from benchmarks.lib.references import ToldRatio
 from benchmarks.lib.deep_stock import DEEP_STOCK_PROGRESS, draw_deep_stock_case
 from benchmarks.lib.loops import (FIRST_TUNING_SEED, GRID_RATIO, PROGRESS, SLOPES, SLOWER_TOLERANCE, Case, Change,
                                   Distribution, distribution, draw_case, grid, how_it_reads, quantile, run_controlled,
@@ -58,16 +58,16 @@ class Family:
     sources: tuple[str, ...]
     cases: int  # loops a screen runs unless told
     cache_prefix: str  # the kept fixed times' file name starts with this
-    constant_ratio: bool  # every loop keeps its R: a fixed factor at 1.05 R is the told-R reference
+    told_ratio: bool  # the screen runs the told-R reference too (the sweep reports it on its own loops)
     reading_errors: bool  # --reading-errors reads its loops by kind (how_it_reads)
     label: str  # what the screen's first line says of its loops
 
 
-SWEEP = Family("sweep", draw_case, PROGRESS, FIXED_RUN_SOURCES, cases=200, cache_prefix="fixed", constant_ratio=False,
+SWEEP = Family("sweep", draw_case, PROGRESS, FIXED_RUN_SOURCES, cases=200, cache_prefix="fixed", told_ratio=False,
                reading_errors=True, label="")
 DEEP_STOCK = Family("deep-stock", draw_deep_stock_case, DEEP_STOCK_PROGRESS,
                     FIXED_RUN_SOURCES + ("benchmarks/lib/deep_stock.py",), cases=100, cache_prefix="fixed-deep-stock",
-                    constant_ratio=True, reading_errors=False, label=" of the deep-stock family")
+                    told_ratio=True, reading_errors=False, label=" of the deep-stock family")
 FAMILIES = {family.name: family for family in (SWEEP, DEEP_STOCK)}
 
 
@@ -150,14 +150,11 @@ def law_times(seed: int, family: Family = SWEEP, given_wait: bool = False) -> di
     return {slope: run.time_to_progress(family.progress, slope) for slope in SLOPES}
 
 
-def told_ratio_times(seeds, fixed: dict[int, dict], family: Family) -> dict[int, dict]:
-    """The grid's fixed factor nearest 1.05 R on each loop, at each slope: the told-R reference, where R stays put."""
-    times = {}
-    for seed in seeds:
-        knee = TOLD_HEADROOM * family.draw(seed).ratio
-        times[seed] = {slope: by_factor[min(by_factor, key=lambda f: abs(math.log(f / knee)))]
-                       for slope, by_factor in fixed[seed].items()}
-    return times
+def told_ratio_times(seed: int, family: Family = SWEEP) -> dict[float, float]:
+    """Seconds to the progress of the reference told the true R (:class:`benchmarks.lib.references.ToldRatio`), at each slope."""
+    case = family.draw(seed)
+    run = run_controlled(case, ToldRatio(case), family.progress)
+    return {slope: run.time_to_progress(family.progress, slope) for slope in SLOPES}
 
 
 def step_rate_at(fixed_seconds: dict[float, float], factor: float, slope: float = max(SLOPES),
@@ -322,9 +319,9 @@ def main(argv=None) -> None:
           f"best fixed factor: p50 / p95 / worst (seed) / slower than no echo (by over {SLOWER_TOLERANCE:.0%})")
     for slope in SLOPES:
         print(summary_line(law, fixed, slope))
-    if family.constant_ratio:
-        told = told_ratio_times(seeds, fixed, family)
-        print(f"a fixed factor at {TOLD_HEADROOM:g} R (the grid's nearest), the told-R reference, on the same loops:")
+    if family.told_ratio:
+        told = dict(zip(seeds, _map(told_ratio_times, [(seed, family) for seed in seeds], args.processes)))
+        print("the reference told the true R (1.05 R from the first step), on the same loops:")
         for slope in SLOPES:
             print(summary_line(told, fixed, slope))
     if before is not None:

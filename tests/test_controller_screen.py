@@ -131,7 +131,7 @@ def test_the_deep_stock_family_is_screened_with_its_own_loops_progress_and_kept_
     screen.main(["--family", "deep-stock", "--first-seed", "1000", "--cases", "2", "--processes", "1",
                  "--cache-dir", str(tmp_path / "cache"), "--output-dir", str(tmp_path)])
     printed = capsys.readouterr().out
-    assert "of the deep-stock family" in printed and "the told-R reference" in printed
+    assert "of the deep-stock family" in printed and "the reference told the true R" in printed
     settings, stored = screen.results_io.typed(screen.results_io.read_results(tmp_path / "controller_screen.json"),
                                                screen.ScreenSettings, screen.ScreenResults)
     assert settings.family == "deep-stock" and settings.progress == family.progress
@@ -139,12 +139,13 @@ def test_the_deep_stock_family_is_screened_with_its_own_loops_progress_and_kept_
     assert law[1000] == screen.law_times(1000, family)
 
 
-def test_the_told_ratio_reference_holds_the_grid_factor_nearest_the_knee():
+def test_the_told_ratio_reference_is_the_sweeps():
     family = screen.DEEP_STOCK
-    ratio = family.draw(1000).ratio
-    fixed = {1000: {0.05: {f: abs(f - screen.TOLD_HEADROOM * ratio) for f in screen.grid(8.0)}}}
-    told = screen.told_ratio_times([1000], fixed, family)[1000][0.05]
-    assert told == min(fixed[1000][0.05].values())
+    case = family.draw(1000)
+    run = sweep.run_controlled(case, sweep.ToldRatio(case), family.progress)
+    assert screen.told_ratio_times(1000, family) == {s: run.time_to_progress(family.progress, s) for s in screen.SLOPES}
+    knee = min(case.max_factor, 1.05 * case.ratio)
+    assert run.factors[-1] == knee and set(run.factors) <= {1.0, knee}  # 1 until its first call sets the knee
 
 
 def test_a_screen_of_another_family_is_refused_as_a_comparison(tmp_path, capsys):
