@@ -5,6 +5,7 @@ import hashlib
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -482,3 +483,39 @@ def test_the_shared_settings_live_in_one_base_and_are_checked_there():
         pipelines.ImagePipelineConfig(num_train_examples=-1)
     with pytest.raises(ValueError, match="placement: the text pipeline has no echo point 'after_augment'"):
         pipelines.TextPipelineConfig(echo=pipelines.EchoConfig("after_augment", factor=2))
+
+
+def _counted_range(pulled: list):
+    """tf.data elements 0, 1, ... whose source counts, in ``pulled[0]``, the elements read from it."""
+
+    def elements():
+        value = 0
+        while True:
+            pulled[0] += 1
+            yield value
+            value += 1
+
+    return tf.data.Dataset.from_generator(elements, output_signature=tf.TensorSpec([], tf.int64))
+
+
+def test_a_full_shuffle_buffer_reads_nothing_ahead_while_its_consumer_idles_as_a_prefetch_does():
+    # The Transformer's 10,000-sequence shuffle is no stock a consumer can draw faster than the
+    # read (benchmarks/lib/deep_stock.py): tf.data refills the buffer before each element it emits.
+    # Without the prefetch that tf.data's autotuning injects after an asynchronous source
+    # (with it, 174 read by then and 179 after the idle): the shuffle's own reads alone.
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    pulled = [0]
+    shuffled = iter(_counted_range(pulled).shuffle(64, seed=0).with_options(options))
+    [next(shuffled) for _ in range(100)]
+    before = pulled[0]
+    time.sleep(0.5)
+    assert pulled[0] == before <= 64 + 100
+    pulled_ahead = [0]
+    prefetched = iter(_counted_range(pulled_ahead).prefetch(64))
+    [next(prefetched) for _ in range(100)]
+    for _ in range(300):  # a prefetch fills on its own thread; wait up to 30 s for it to
+        if pulled_ahead[0] >= 100 + 64:
+            break
+        time.sleep(0.1)
+    assert pulled_ahead[0] >= 100 + 64
