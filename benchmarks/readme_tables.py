@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from benchmarks import (backends, controller_sweep, critical_batch, demo, grain_echo, service, service_processes,
-                        shapes_baselines, throughput, xla_check)
+                        shapes_baselines, text_reservoir, throughput, xla_check)
 from benchmarks.lib import plans, readings, reporting, results_io
 from benchmarks.lib.run_records import Mode
 
@@ -53,6 +53,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "controller_frontier_after_search": lambda document: controller_sweep.document_frontier_table(document, True),
     "grain_echo": grain_echo.document_table,
     "xla_check": xla_check.document_table,
+    "text_reservoir": text_reservoir.document_table,
     "backends": backends.document_table,
     "service": service.document_table,
     "service_processes": service_processes.document_table,

@@ -117,6 +117,7 @@ def test_no_code_outside_the_tasks_branches_on_a_tasks_name():
 # state, the environment.
 NOT_RESULTS = {
     ("demo.py", "TASKS['resnet']"), ("demo.py", "model['width']"),
+    ("text_reservoir.py", "TASKS['transformer']"), ("text_reservoir.py", "_TASK.model['sequence_length']"),
     ("tasks.py", "self.settings.model['sequence_length']"),
     ("grain_echo.py", "state['index']"),
     ("__init__.py", "os.environ['TF_CPP_MIN_LOG_LEVEL']"),

@@ -3,7 +3,7 @@
 import pytest
 
 from benchmarks import (backends, controller_sweep, critical_batch, demo, grain_echo, service, service_processes,
-                        shapes_baselines, throughput, torch_time_to_target, xla_check)
+                        shapes_baselines, text_reservoir, throughput, torch_time_to_target, xla_check)
 from benchmarks.lib import results_io, run_records
 
 # A results file's name, and its settings' and results' record types.
@@ -16,6 +16,7 @@ RECORDS = {
     "service": (service.ServiceSettings, service.ServiceResults),
     "service_processes": (service_processes.Settings, service_processes.ProcessResults),
     "shapes_baselines": (shapes_baselines.BaselineConfig, shapes_baselines.BaselineResults),
+    "text_reservoir": (text_reservoir.TextReservoirConfig, text_reservoir.ReservoirResults),
     "throughput": (throughput.ThroughputConfig, throughput.ThroughputResults),
     "time_to_target": (run_records.TimeToTargetSettings, run_records.TimeToTargetResults),
     "time_to_target_seeds": (run_records.TimeToTargetSettings, run_records.TimeToTargetResults),

@@ -3,13 +3,12 @@
 The controller sweep's family (:mod:`benchmarks.lib.loops`) holds an upstream prefetch of
 1-32 fresh batches. The stock of this family, 64-512, was drawn from the size of the
 Transformer's shuffle of 10,000 packed sequences before its echo stage (about 310 batches
-of 32; ``benchmarks/lib/tasks.py``, ``pipelines/text.py``). That shuffle banks nothing a
-consumer can draw faster than the read: ``tf.data``'s shuffle refills its buffer from its
-input before it emits each element. What the text pipeline holds ahead of its read is the
-sequences of the documents already read, whose whole records pass the throttle at the
-start of their slot (``pipelines/slow_storage.py``; records of at most 64 kB, at most 16
-batches each), and its tokenize map's few documents: lumps, and a stock likely shallower
-than this family's (docs/decisions/0031-a-deep-stock-family.md, "Correction"). On that
+of 32; ``benchmarks/lib/tasks.py``, ``pipelines/text.py``). That shuffle banks nothing
+itself (``tf.data`` refills its buffer before each element it emits), yet the pipeline
+runs up to 148-207 batches ahead of its read after the replay's fill
+(``python -m benchmarks.text_reservoir``): a stock of the order of this family's low end,
+though not one that fills only while a hold outruns the read, as this family's does
+(docs/decisions/0031-a-deep-stock-family.md, "Correction"). On that
 pipeline AutoEcho takes 1.32-1.33x the best fixed factor's time
 at R = 4 (``docs/results/time_to_target.md``), and the sweep's loops do not show why. This
 family draws loops like it, so that a change of the law can be designed against that miss
