@@ -6,16 +6,17 @@ bytes of text, so the read alone makes ``read_rate / 4096`` batches a second. Th
 pipeline shuffles 256 documents before it tokenizes and packs them
 (``pipelines/text.py``). A shuffle reads one element for each it emits (``tf.data``
 refills its buffer first: ``tests/test_pipelines.py``), so the count of documents it
-holds stays put; their bytes do not. Where it emits long documents the batches run ahead
-of the read; where it holds short ones they fall behind. This measures by how much,
+holds stays put; their bytes do not: where it emits long documents the batches can run
+ahead of the read, and where it holds short ones fall behind. This measures by how much,
 with nothing else in the way: the replay's pipeline (``max_record_bytes`` of the task,
 its batch and sequence length, no echo), the buffers filled unthrottled as the replay
-fills them, then ``batches`` batches taken as fast as they come. For each seed it gives
+fills them (or at the read's rate, to tell what that fill reads ahead from what the documents'
+lengths do), then ``batches`` batches taken as fast as they come. For each seed it gives
 the most batches ahead of the read's own count at any batch (``n - rate x t``), and the
 most behind. A controller's reading over a window of that pipeline sees the input's rate
 move by as much, whatever factor it holds.
 
-Run ``python -m benchmarks.text_reservoir`` (about 4 minutes, alone on the machine);
+Run ``python -m benchmarks.text_reservoir`` (about 12 minutes, alone on the machine);
 results go to ``runs/text_reservoir.json`` (``--output-dir benchmarks/results`` writes the
 committed file).
 
@@ -37,6 +38,9 @@ from benchmarks.lib.tasks import TASKS
 _TASK = TASKS["transformer"].settings
 
 
+FILLS = ("unthrottled", "throttled")
+
+
 @dataclasses.dataclass(frozen=True)
 class TextReservoirConfig(results_io.Record):
     """Settings of the measurement.
@@ -45,17 +49,24 @@ class TextReservoirConfig(results_io.Record):
       read_rate: the read's bytes per second.
       batches: batches taken flat out after the fill.
       seeds: the pipeline's seeds (the shuffles' order), one run each.
+      fills: how the buffers fill before the first batch, a run of each per seed:
+        ``"unthrottled"`` (as the replay fills them) or ``"throttled"`` (at the read's
+        rate, so that nothing is read ahead for free).
     """
 
     read_rate: float = 40_000.0
     batches: int = 700
     seeds: tuple[int, ...] = (0, 1, 2)
+    fills: tuple[str, ...] = ("unthrottled", "throttled")
 
     def __post_init__(self):
         if isinstance(self.read_rate, bool) or not isinstance(self.read_rate, (int, float)) or not self.read_rate > 0:
             raise ValueError(f"read_rate: expected a positive number of bytes per second, got {self.read_rate!r}")
         if isinstance(self.batches, bool) or not isinstance(self.batches, int) or self.batches < 1:
             raise ValueError(f"batches: expected a positive int, got {self.batches!r}")
+        for fill in self.fills:
+            if fill not in FILLS:
+                raise ValueError(f"fills: expected each of {FILLS}, got {fill!r}")
 
     @property
     def batch_rate(self) -> float:
@@ -65,9 +76,10 @@ class TextReservoirConfig(results_io.Record):
 
 @dataclasses.dataclass(frozen=True)
 class ReservoirRun(results_io.Record):
-    """One seed: the most batches ahead of the read and behind it, and the batches' mean rate over the read's."""
+    """One seed and fill: the most batches ahead of the read and behind it, and the batches' mean rate over the read's."""
 
     seed: int
+    fill: str
     seconds: float
     most_ahead: float
     most_behind: float
@@ -91,7 +103,7 @@ def lead_over_read(arrivals: list[float], batch_rate: float) -> tuple[float, flo
     return round(max(leads), 6), round(max(0.0, -min(leads)), 6)
 
 
-def measure(config: TextReservoirConfig, seed: int) -> ReservoirRun:
+def measure(config: TextReservoirConfig, seed: int, fill: str) -> ReservoirRun:
     from pipelines import text
     from pipelines.slow_storage import RateLimiter
 
@@ -100,21 +112,25 @@ def measure(config: TextReservoirConfig, seed: int) -> ReservoirRun:
                                        sequence_length=_TASK.model["sequence_length"], seed=seed, read_rate=link,
                                        repeat=True, **_TASK.pipeline)
     batches = iter(text.train_dataset(pipeline))
-    with link.unthrottled():  # The fill of the shuffles, left out as the replay leaves it out.
+    if fill == "unthrottled":
+        with link.unthrottled():  # The fill of the shuffles, left out as the replay leaves it out.
+            next(batches)
+    else:
         next(batches)
     start, arrivals = time.monotonic(), []
     for _ in range(config.batches):
         next(batches)
         arrivals.append(time.monotonic() - start)
     ahead, behind = lead_over_read(arrivals, config.batch_rate)
-    return ReservoirRun(seed, arrivals[-1], ahead, behind, config.batches / arrivals[-1] / config.batch_rate)
+    return ReservoirRun(seed, fill, arrivals[-1], ahead, behind, config.batches / arrivals[-1] / config.batch_rate)
 
 
 def run(config: TextReservoirConfig, output) -> list[ReservoirRun]:
     runs = []
     for seed in config.seeds:
-        runs.append(measure(config, seed))
-        print(f"seed {seed}: {runs[-1]}")
+        for fill in config.fills:
+            runs.append(measure(config, seed, fill))
+            print(runs[-1])
     results_io.write_results(output.stem, config.record(), ReservoirResults(tuple(runs)).record(), output.parent)
     return runs
 
@@ -126,10 +142,10 @@ def document_table(document: dict) -> str:
 
 
 def table(config: TextReservoirConfig, runs: list[ReservoirRun]) -> str:
-    rows = [[r.seed, f"{r.seconds:.1f}", f"{r.rate_over_read:.2f}", f"{r.most_ahead:.0f}", f"{r.most_behind:.0f}"]
+    rows = [[r.fill, r.seed, f"{r.seconds:.1f}", f"{r.rate_over_read:.2f}", f"{r.most_ahead:.0f}", f"{r.most_behind:.0f}"]
             for r in runs]
-    return (markdown_table(["seed", "seconds", "batches a second over the read's", "most batches ahead of the read",
-                            "most behind"], rows, align="rrrrr")
+    return (markdown_table(["fill before the first batch", "seed", "seconds", "batches a second over the read's", "most batches ahead of the read",
+                            "most behind"], sorted(rows), align="lrrrrr")
             + f"\n\n{config.batches} batches taken flat out, the read at {config.read_rate:,.0f} bytes a second "
               f"({config.batch_rate:.2f} batches).")
 

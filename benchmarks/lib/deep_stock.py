@@ -5,9 +5,10 @@ The controller sweep's family (:mod:`benchmarks.lib.loops`) holds an upstream pr
 Transformer's shuffle of 10,000 packed sequences before its echo stage (about 310 batches
 of 32; ``benchmarks/lib/tasks.py``, ``pipelines/text.py``). That shuffle banks nothing
 itself (``tf.data`` refills its buffer before each element it emits), yet the pipeline
-runs up to 148-207 batches ahead of its read after the replay's fill
-(``python -m benchmarks.text_reservoir``): a stock of the order of this family's low end,
-though not one that fills only while a hold outruns the read, as this family's does
+runs up to 128-207 batches ahead of its read, with its buffers filled at the read's rate
+or not (``python -m benchmarks.text_reservoir``): a stock of the order of this family's
+low end, but, from the code, one whose level wanders with the lengths of the documents its
+shuffle of 256 emits, not one that fills only while a hold outruns the read, as this family's does
 (docs/decisions/0031-a-deep-stock-family.md, "Correction"). On that
 pipeline AutoEcho takes 1.32-1.33x the best fixed factor's time
 at R = 4 (``docs/results/time_to_target.md``), and the sweep's loops do not show why. This
