@@ -13,8 +13,8 @@ sweep's to the digit (``tests/test_controller_screen.py``).
 2% at each slope, and writes each loop's times to ``runs/controller_screen.json``;
 ``--against FILE`` (a screen written before, by another law) adds the loops that moved
 most, each way. ``--family deep-stock`` screens the loops of
-:mod:`benchmarks.lib.deep_stock` instead (lumpy reads into a deep upstream stock, as the
-Transformer replay's pipeline has), and adds what the reference told the true R takes
+:mod:`benchmarks.lib.deep_stock` instead (lumpy reads into a deep upstream stock, drawn
+after the Transformer replay's pipeline), and adds what the reference told the true R takes
 there (the sweep's own ``ToldRatio``). ``--reading-errors`` adds how far the law's readings' step rates lie from
 the long-run step rate of a fixed run at the same factor, on the loops whose R stays put,
 by how the loop reads and whether it pauses: the error of what every decision rests on.
