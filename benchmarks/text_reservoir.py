@@ -8,10 +8,11 @@ pipeline shuffles 256 documents before it tokenizes and packs them
 refills its buffer first: ``tests/test_pipelines.py``), so the count of documents it
 holds stays put; their bytes do not: where it emits long documents the batches can run
 ahead of the read, and where it holds short ones fall behind. This measures by how much,
-with nothing else in the way: the replay's pipeline (``max_record_bytes`` of the task,
-its batch and sequence length, no echo), the buffers filled unthrottled as the replay
-fills them (or at the read's rate, to tell what that fill reads ahead from what the documents'
-lengths do), then ``batches`` batches taken as fast as they come. For each seed it gives
+with nothing else in the way: the replay's pipeline for the task's baseline run
+(:func:`benchmarks.lib.tasks.fixed_run`: its records, batch and sequence length, e = 1),
+the buffers filled unthrottled as the replay fills them (or at the read's rate, to tell
+what that fill reads ahead from what the documents' lengths do), then ``batches``
+batches taken as fast as they come. For each seed it gives
 the most batches ahead of the read's own count at any batch (``n - rate x t``), and the
 most behind. A controller's reading over a window of that pipeline sees the input's rate
 move by as much, whatever factor it holds.
@@ -27,15 +28,18 @@ committed file).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import time
 
 from benchmarks.lib import results_io
 from benchmarks.lib.tables import markdown_table
-from benchmarks.lib.tasks import TASKS
+from benchmarks.lib.lifecycles import fill_unthrottled
+from benchmarks.lib.tasks import EMBEDDED, TASKS, fixed_run
 
 # The Transformer's batch, sequence length and records; a token is a byte of text (pipelines/text.py).
-_TASK = TASKS["transformer"].settings
+_TRANSFORMER = TASKS["transformer"]
+_TASK = _TRANSFORMER.settings
 
 
 FILLS = ("unthrottled", "throttled")
@@ -57,7 +61,7 @@ class TextReservoirConfig(results_io.Record):
     read_rate: float = 40_000.0
     batches: int = 700
     seeds: tuple[int, ...] = (0, 1, 2)
-    fills: tuple[str, ...] = ("unthrottled", "throttled")
+    fills: tuple[str, ...] = FILLS
 
     def __post_init__(self):
         if isinstance(self.read_rate, bool) or not isinstance(self.read_rate, (int, float)) or not self.read_rate > 0:
@@ -104,18 +108,11 @@ def lead_over_read(arrivals: list[float], batch_rate: float) -> tuple[float, flo
 
 
 def measure(config: TextReservoirConfig, seed: int, fill: str) -> ReservoirRun:
-    from pipelines import text
-    from pipelines.slow_storage import RateLimiter
-
-    link = RateLimiter(config.read_rate)
-    pipeline = text.TextPipelineConfig(source="stdlib", batch_size=_TASK.batch_size,
-                                       sequence_length=_TASK.model["sequence_length"], seed=seed, read_rate=link,
-                                       repeat=True, **_TASK.pipeline)
-    batches = iter(text.train_dataset(pipeline))
-    if fill == "unthrottled":
-        with link.unthrottled():  # The fill of the shuffles, left out as the replay leaves it out.
-            next(batches)
-    else:
+    # The replay's own run of the task (its baseline, e = 1), its read in sequences a second.
+    spec = fixed_run(_TRANSFORMER, EMBEDDED, seed=seed, read_rate=config.read_rate / _TASK.model["sequence_length"])
+    pipeline = spec.pipeline_config()
+    batches = iter(_TRANSFORMER.train_dataset(pipeline))
+    with fill_unthrottled(pipeline) if fill == "unthrottled" else contextlib.nullcontext():
         next(batches)
     start, arrivals = time.monotonic(), []
     for _ in range(config.batches):
